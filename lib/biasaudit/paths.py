@@ -1,0 +1,23 @@
+"""Where a run's files live. Paths are resolved from the project root, so notebooks run the
+same from the book runner (cwd = root), from nbval (cwd = notebooks/) or from a terminal."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PROJECT_ROOT: Path = Path(__file__).resolve().parents[2]
+
+
+def project_path(path: str | Path) -> Path:
+    """A path as given if absolute, else relative to the project root."""
+    path = Path(path)
+    return path if path.is_absolute() else PROJECT_ROOT / path
+
+
+def run_dir(run_name: str) -> Path:
+    """runs/<run_name>/ (BIASAUDIT_RUNS_DIR moves the runs folder), created on demand."""
+    base = Path(os.environ.get("BIASAUDIT_RUNS_DIR", PROJECT_ROOT / "runs"))
+    folder = base / run_name
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
