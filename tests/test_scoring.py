@@ -2,51 +2,14 @@
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
 from biasaudit import scoring
-from biasaudit.items import OPTIONS, join_text
-
-
-def naive_logprob(model, tokenizer, context: str, continuation: str, language: str) -> tuple[float, int]:
-    """One sequence at a time, full softmax over every position, no batching or padding.
-
-    Continuation tokens are found independently of the scorer: walk the joint tokenization and
-    take every token from the first one whose character span reaches past the context.
-    """
-    text = join_text(context, continuation, language)
-    encoding = tokenizer(text, return_offsets_mapping=True)
-    ids = list(encoding["input_ids"])
-    spans = list(encoding["offset_mapping"])
-    if not ids or ids[0] not in tokenizer.all_special_ids:
-        ids = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id, *ids]
-        spans = [(0, 0), *spans]
-    first = next(i for i, (s, e) in enumerate(spans) if e > s and e > len(context))
-    with torch.no_grad():
-        logits = model(torch.tensor([ids])).logits[0].double()
-    probabilities = torch.softmax(logits, dim=-1)
-    total = 0.0
-    for position in range(first, len(ids)):
-        if spans[position][1] > spans[position][0]:
-            total += math.log(float(probabilities[position - 1, ids[position]]))
-    return total, len(ids) - first
-
-
-def reference_table(model, tokenizer, items: pd.DataFrame) -> pd.DataFrame:
-    rows = []
-    for it in items.itertuples(index=False):
-        row = {"item_id": it.item_id}
-        for option in OPTIONS:
-            row[f"lp_sum_{option}"], row[f"ntok_{option}"] = naive_logprob(
-                model, tokenizer, it.context, getattr(it, option), it.language
-            )
-        rows.append(row)
-    return pd.DataFrame(rows)
+from biasaudit.items import OPTIONS
+from biasaudit.reference import naive_scores
 
 
 def assert_matches_reference(scores: pd.DataFrame, reference: pd.DataFrame, tol: float = 1e-4) -> None:
@@ -57,11 +20,13 @@ def assert_matches_reference(scores: pd.DataFrame, reference: pd.DataFrame, tol:
         np.testing.assert_allclose(merged[f"lp_sum_{option}"], merged[f"lp_sum_{option}_ref"], atol=tol, rtol=0)
 
 
+@pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("fixture", ["tiny_lm", "tiny_lm_with_bos"])
-def test_score_matches_naive_reference(fixture, small_items, request):
+def test_score_matches_naive_reference(fixture, pack, small_items, request):
     model, tokenizer = request.getfixturevalue(fixture)
-    scores = scoring.score(small_items, (model, tokenizer), model_name="tiny", progress=False, batch_size=4)
-    assert_matches_reference(scores, reference_table(model, tokenizer, small_items))
+    scores = scoring.score(small_items, (model, tokenizer), model_name="tiny", progress=False, batch_size=4,
+                           pack=pack)
+    assert_matches_reference(scores, naive_scores(model, tokenizer, small_items))
     assert (scores["lp_sum_stereotyped"] < 0).all()
     np.testing.assert_allclose(scores["lp_mean_third"], scores["lp_sum_third"] / scores["ntok_third"])
 
@@ -77,12 +42,14 @@ def test_start_token_supplied_only_when_missing(tiny_lm, tiny_lm_with_bos):
         assert (tokenizer("x")["input_ids"][0] == tokenizer.bos_token_id) == adds
 
 
+@pytest.mark.parametrize("pack", [True, False])
 @pytest.mark.parametrize("batch_size", [1, 7, 32])
-def test_batch_size_does_not_change_scores(batch_size, tiny_lm, small_items):
+def test_batch_size_does_not_change_scores(batch_size, pack, tiny_lm, small_items):
     model, tokenizer = tiny_lm
     many = pd.concat([small_items.assign(item_id=small_items["item_id"] + f"-{k}") for k in range(6)])
-    baseline = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=3, progress=False)
-    scores = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=batch_size, progress=False)
+    baseline = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=1, progress=False, pack=False)
+    scores = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=batch_size, progress=False,
+                           pack=pack)
     for option in OPTIONS:
         np.testing.assert_allclose(scores[f"lp_sum_{option}"], baseline[f"lp_sum_{option}"], atol=1e-5, rtol=0)
         np.testing.assert_array_equal(scores[f"ntok_{option}"], baseline[f"ntok_{option}"])
@@ -103,7 +70,7 @@ def test_token_straddling_the_boundary_is_scored_with_the_continuation(tiny_lm):
         "stereotyped": continuation, "anti_stereotyped": "他累了。", "third": "天空。", "third_kind": "unrelated",
     }])
     scores = scoring.score(items, (model, tokenizer), model_name="tiny", progress=False)
-    assert_matches_reference(scores, reference_table(model, tokenizer, items))
+    assert_matches_reference(scores, naive_scores(model, tokenizer, items))
 
 
 def test_boundary_error_drops_the_first_continuation_token(tiny_lm, small_items):
@@ -150,16 +117,16 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
     model, tokenizer = tiny_lm
     out = tmp_path / "scores.parquet"
     calls: list[int] = []
-    real = scoring._score_requests
+    real = scoring._score_sequences
 
-    def counting(network, requests, **kwargs):
-        calls.append(len(requests))
+    def counting(network, sequences, **kwargs):
+        calls.append(len({t[0] for s in sequences for t in s.targets}))
         if kill_on_second_chunk and len(calls) == 2:
             raise RuntimeError("killed")  # killed halfway, after the first chunk was written
-        return real(network, requests, **kwargs)
+        return real(network, sequences, **kwargs)
 
     kill_on_second_chunk = True
-    monkeypatch.setattr(scoring, "_score_requests", counting)
+    monkeypatch.setattr(scoring, "_score_sequences", counting)
     with pytest.raises(RuntimeError, match="killed"):
         scoring.score(small_items, (model, tokenizer), model_name="tiny", out_path=out, chunk_items=2, progress=False)
     assert len(pd.read_parquet(out)) == 2
@@ -167,7 +134,7 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
     calls.clear()
     resumed = scoring.score(small_items, (model, tokenizer), model_name="tiny", out_path=out, chunk_items=2,
                             progress=False)
-    assert sum(calls) == 3 * (len(small_items) - 2), "only the items not yet stored are scored"
+    assert sum(calls) == len(small_items) - 2, "only the items not yet stored are scored"
     assert list(resumed["item_id"]) == list(small_items["item_id"])
     calls.clear()
     again = scoring.score(small_items, (model, tokenizer), model_name="tiny", out_path=out, progress=False)
@@ -177,18 +144,30 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
     edited = small_items.copy()
     edited.loc[0, "stereotyped"] = "she was very tired."
     scoring.score(edited, (model, tokenizer), model_name="tiny", out_path=out, progress=False)
-    assert sum(calls) == 3
+    assert sum(calls) == 1
     stored = pd.read_parquet(out)
     assert len(stored) == len(small_items)
     assert stored.loc[stored["item_id"] == "a/en", "stereotyped"].item() == "she was very tired."
 
 
+def test_packing_shares_the_context(tiny_lm, small_items):
+    _, tokenizer = tiny_lm
+    packed = scoring.build_sequences(small_items, tokenizer, pack=True)
+    single = scoring.build_sequences(small_items, tokenizer, pack=False)
+    assert len(packed) == len(small_items) and len(single) == 3 * len(small_items)
+    assert sum(len(s.ids) for s in packed) < sum(len(s.ids) for s in single)
+    too_long = scoring.build_sequences(small_items, tokenizer, pack=True, max_packed_length=5)
+    assert len(too_long) == 3 * len(small_items), "items longer than a sliding window are not packed"
+
+
 @pytest.mark.slow
-def test_smollm2_matches_naive_reference(small_items):
+@pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
+def test_offline_models_match_naive_reference(name, small_items):
     from biasaudit.models import load_model
 
-    model, tokenizer = load_model("smollm2-135m", device="cpu")
+    model, tokenizer = load_model(name, device="cpu")
     assert next(model.parameters()).dtype == torch.float32
-    assert tokenizer("The nurse")["input_ids"][0] != tokenizer.bos_token_id, "SmolLM2 adds no start token"
-    scores = scoring.score(small_items, (model, tokenizer), model_name="smollm2-135m", progress=False, batch_size=4)
-    assert_matches_reference(scores, reference_table(model, tokenizer, small_items))
+    if name == "smollm2-135m":
+        assert tokenizer("The nurse")["input_ids"][0] != tokenizer.bos_token_id, "SmolLM2 adds no start token"
+    scores = scoring.score(small_items, (model, tokenizer), model_name=name, progress=False, batch_size=4)
+    assert_matches_reference(scores, naive_scores(model, tokenizer, small_items))

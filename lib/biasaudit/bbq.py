@@ -123,6 +123,8 @@ def check_record(record: Any, category: str, origin: str, row: int) -> None:
     for field in ("context", "question", "category", *ANSWERS):
         if not isinstance(record[field], str):
             raise SourceDataError(f"{where(origin, row, field)}: expected text, got {record[field]!r}")
+        if not record[field].strip():
+            raise SourceDataError(f"{where(origin, row, field)}: empty")
     example_id = record["example_id"]
     if isinstance(example_id, bool) or not isinstance(example_id, (int, str)) or not str(example_id).strip().isdigit():
         raise SourceDataError(f"{where(origin, row, 'example_id')}: expected a whole number, got {example_id!r}")
@@ -321,10 +323,10 @@ def load_bbq(
     looked for).
     """
     check_per_category(per_category)
-    categories = list(categories)
+    categories = [categories] if isinstance(categories, str) else list(categories)
     unknown = [c for c in categories if c not in DIMENSION_OF_CATEGORY]
     if unknown:
-        raise ValueError(f"unknown BBQ categor{'y' if len(unknown) == 1 else 'ies'} {unknown}; known: {sorted(DIMENSION_OF_CATEGORY)}")
+        raise ValueError(f"unknown BBQ category name(s) {unknown}; known: {sorted(DIMENSION_OF_CATEGORY)}")
     folder = resolve_data_dir(data_dir)
     hub = _hub_splits() if folder is None else None
     frames = []

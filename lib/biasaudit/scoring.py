@@ -32,13 +32,23 @@ SCORE_COLUMNS: list[str] = [f"{kind}_{o}" for o in OPTIONS for kind in ("lp_sum"
 
 
 @dataclass(frozen=True)
-class Request:
-    """One sequence to score: token ids and the positions whose tokens form the continuation."""
+class Sequence:
+    """One row of a forward pass and what to read from it.
 
-    row: int
-    option: str
+    `segments` is -1 for tokens every option shares (the common prefix) and k for the tokens of
+    the k-th packed option; a token attends to the prefix and to earlier tokens of its own
+    segment only. `targets` lists (row, option, logit index, token id): the token id's
+    log-prob is read from the logits at that index.
+    """
+
     ids: list[int]
-    positions: list[int]
+    position_ids: list[int]
+    segments: list[int]
+    targets: list[tuple[int, str, int, int]]
+
+    @property
+    def packed(self) -> bool:
+        return any(s >= 0 for s in self.segments)
 
 
 def start_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
@@ -90,66 +100,136 @@ def encode_separately(
     return ids, list(range(len(context_ids) + 1, len(ids)))
 
 
-def build_requests(
-    items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, *, scorer_boundary: bool = False
-) -> list[Request]:
+def _single(row: int, option: str, ids: list[int], positions: list[int]) -> Sequence:
+    """One option on its own, in a plain causal sequence."""
+    targets = [(row, option, p - 1, ids[p]) for p in positions]
+    return Sequence(ids, list(range(len(ids))), [-1] * len(ids), targets)
+
+
+def _packed(row: int, encoded: dict[str, tuple[list[int], list[int]]]) -> Sequence:
+    """The options of one item in one sequence: their common prefix once, then each option's rest.
+
+    Each option keeps the position ids it would have alone and sees only the prefix and itself,
+    so its log-probs equal those of scoring it alone, while the shared context is run once.
+    """
+    all_ids = [ids for ids, _ in encoded.values()]
+    common = 0
+    while all(len(ids) > common for ids in all_ids) and len({ids[common] for ids in all_ids}) == 1:
+        common += 1
+    ids, position_ids, segments = list(all_ids[0][:common]), list(range(common)), [-1] * common
+    targets = []
+    for k, (option, (option_ids, positions)) in enumerate(encoded.items()):
+        start = len(ids)
+        ids += option_ids[common:]
+        position_ids += list(range(common, len(option_ids)))
+        segments += [k] * (len(option_ids) - common)
+
+        def packed_index(i: int) -> int:
+            return i if i < common else start + i - common
+
+        targets += [(row, option, packed_index(p - 1), option_ids[p]) for p in positions]
+    return Sequence(ids, position_ids, segments, targets)
+
+
+def build_sequences(
+    items: pd.DataFrame,
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    scorer_boundary: bool = False,
+    pack: bool = True,
+    max_packed_length: int | None = None,
+) -> list[Sequence]:
+    """Tokenize every option of every item; pack an item's options into one sequence when allowed."""
     encode = encode_separately if scorer_boundary else encode_joint
-    requests = []
+    sequences = []
     for row, item in enumerate(items.itertuples(index=False)):
-        for option in OPTIONS:
-            ids, positions = encode(tokenizer, item.context, getattr(item, option), item.language)
-            requests.append(Request(row, option, ids, positions))
-    return requests
+        encoded = {o: encode(tokenizer, item.context, getattr(item, o), item.language) for o in OPTIONS}
+        packed = _packed(row, encoded) if pack else None
+        if packed is not None and (max_packed_length is None or len(packed.ids) <= max_packed_length):
+            sequences.append(packed)
+        else:
+            sequences += [_single(row, o, ids, positions) for o, (ids, positions) in encoded.items()]
+    return sequences
 
 
 def _accepts_logits_to_keep(network: PreTrainedModel) -> bool:
     return "logits_to_keep" in inspect.signature(network.forward).parameters
 
 
+def _attention_mask(batch: list[Sequence], length: int, dtype: torch.dtype) -> torch.Tensor:
+    """2D padding mask for plain sequences; a 4D additive mask when any sequence is packed."""
+    if not any(s.packed for s in batch):
+        mask = torch.zeros((len(batch), length), dtype=torch.long)
+        for b, sequence in enumerate(batch):
+            mask[b, : len(sequence.ids)] = 1
+        return mask
+    allowed = torch.zeros((len(batch), 1, length, length), dtype=torch.bool)
+    causal = torch.ones((length, length), dtype=torch.bool).tril()
+    for b, sequence in enumerate(batch):
+        n = len(sequence.ids)
+        segment = torch.tensor(sequence.segments)
+        same_or_prefix = (segment[None, :] == -1) | (segment[None, :] == segment[:, None])
+        allowed[b, 0, :n, :n] = causal[:n, :n] & same_or_prefix
+        # padding rows attend to themselves only, so no row is all -inf (NaN would spread)
+        allowed[b, 0, n:, n:] = torch.eye(length - n, dtype=torch.bool)
+    additive = torch.zeros(allowed.shape, dtype=dtype)
+    additive.masked_fill_(~allowed, torch.finfo(dtype).min)
+    return additive
+
+
 @torch.inference_mode()
-def _score_batch(network: PreTrainedModel, batch: list[Request], device: str) -> list[tuple[float, int]]:
-    """Summed log-prob and token count of each request's continuation, in one padded forward pass."""
-    length = max(len(r.ids) for r in batch)
+def _score_batch(network: PreTrainedModel, batch: list[Sequence], device: str) -> list[tuple[int, str, float]]:
+    """(row, option, log-prob) of every target token of the batch, in one padded forward pass."""
+    targets = [(b, *t) for b, s in enumerate(batch) for t in s.targets]
+    if not targets:
+        return []
+    length = max(len(s.ids) for s in batch)
     input_ids = torch.zeros((len(batch), length), dtype=torch.long)
-    attention = torch.zeros((len(batch), length), dtype=torch.long)
-    for b, request in enumerate(batch):
-        input_ids[b, : len(request.ids)] = torch.tensor(request.ids)
-        attention[b, : len(request.ids)] = 1
+    position_ids = torch.zeros((len(batch), length), dtype=torch.long)
+    for b, sequence in enumerate(batch):
+        input_ids[b, : len(sequence.ids)] = torch.tensor(sequence.ids)
+        position_ids[b, : len(sequence.ids)] = torch.tensor(sequence.position_ids)
+    mask = _attention_mask(batch, length, next(network.parameters()).dtype)
     # Only positions that predict a continuation token need logits; skipping the rest saves
     # most of the output-layer cost for models with large vocabularies (Gemma: 262k).
-    needed = [p for r in batch for p in r.positions]
-    if not needed:
-        return [(0.0, 0) for _ in batch]
-    first = min(needed) - 1
+    first = min(t[3] for t in targets)
     kwargs = {"logits_to_keep": length - first} if _accepts_logits_to_keep(network) else {}
-    logits = network(input_ids=input_ids.to(device), attention_mask=attention.to(device), **kwargs).logits
+    logits = network(
+        input_ids=input_ids.to(device), attention_mask=mask.to(device), position_ids=position_ids.to(device),
+        **kwargs,
+    ).logits
     offset = first if kwargs else 0
-    rows = torch.tensor([b for b, r in enumerate(batch) for _ in r.positions], device=logits.device)
-    cols = torch.tensor([p - 1 - offset for r in batch for p in r.positions], device=logits.device)
-    targets = torch.tensor([r.ids[p] for r in batch for p in r.positions], device=logits.device)
+    rows = torch.tensor([t[0] for t in targets], device=logits.device)
+    cols = torch.tensor([t[3] - offset for t in targets], device=logits.device)
+    tokens = torch.tensor([t[4] for t in targets], device=logits.device)
     picked = logits[rows, cols].float()  # padding positions are never picked
-    token_logprobs = picked.gather(1, targets[:, None]).squeeze(1) - torch.logsumexp(picked, dim=-1)
-    sums = torch.zeros(len(batch), dtype=torch.float64, device=logits.device)
-    sums.index_add_(0, rows, token_logprobs.double())
-    return [(float(s), len(r.positions)) for s, r in zip(sums.cpu().tolist(), batch)]
+    logprobs = (picked.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(picked, dim=-1)).double()
+    return [(t[1], t[2], lp) for t, lp in zip(targets, logprobs.cpu().tolist())]
 
 
-def _score_requests(
+def _score_sequences(
     network: PreTrainedModel,
-    requests: list[Request],
+    sequences: list[Sequence],
     *,
     batch_size: int,
     device: str,
-    progress: tqdm | None,
+    progress: tqdm | None = None,
 ) -> dict[tuple[int, str], tuple[float, int]]:
-    order = sorted(range(len(requests)), key=lambda i: len(requests[i].ids), reverse=True)
-    results: dict[tuple[int, str], tuple[float, int]] = {}
+    """Summed log-prob and token count per (row, option); batches are formed by length.
+
+    An option with no scored token (only under the boundary error) is absent from the result.
+    """
+    results: dict[tuple[int, str], tuple[float, int]] = {
+        (row, option): (0.0, 0) for s in sequences for row, option, _, _ in s.targets
+    }
+    order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids), reverse=True)
     for start in range(0, len(order), batch_size):
-        batch = [requests[i] for i in order[start : start + batch_size]]
-        for request, result in zip(batch, _score_batch(network, batch, device)):
-            results[(request.row, request.option)] = result
+        batch = [sequences[i] for i in order[start : start + batch_size]]
+        for row, option, logprob in _score_batch(network, batch, device):
+            total, count = results[(row, option)]
+            results[(row, option)] = (total + logprob, count + 1)
         if progress is not None:
-            progress.update(len(batch))
+            progress.update(len({t[0] for s in batch for t in s.targets}))
     return results
 
 
@@ -158,8 +238,8 @@ def _scores_frame(items: pd.DataFrame, results: dict[tuple[int, str], tuple[floa
     table = items[ITEM_COLUMNS].reset_index(drop=True).copy()
     table.insert(0, "model", model_name)
     for option in OPTIONS:
-        sums = np.array([results[(row, option)][0] for row in range(len(table))])
-        counts = np.array([results[(row, option)][1] for row in range(len(table))])
+        sums = np.array([results.get((row, option), (0.0, 0))[0] for row in range(len(table))])
+        counts = np.array([results.get((row, option), (0, 0))[1] for row in range(len(table))])
         table[f"lp_sum_{option}"] = sums
         table[f"ntok_{option}"] = counts
         # A continuation with no scored tokens (only under the boundary error) gets 0, as the
@@ -180,6 +260,7 @@ def score(
     scorer_boundary: bool = False,
     out_path: str | Path | None = None,
     chunk_items: int = 64,
+    pack: bool = True,
     progress: bool = True,
 ) -> pd.DataFrame:
     """Score every item version with one model; return the scores table of DESIGN.md.
@@ -191,6 +272,12 @@ def score(
     With `out_path`, rows are appended to that parquet file after every chunk of
     `chunk_items` items, and rows already there for this model and setting (same item id and
     same texts) are reused, so a rerun or an interrupted run scores nothing twice.
+
+    `pack=True` runs an item's three options in one sequence that shares their common prefix
+    (a custom 4D attention mask; the numbers are those of scoring each option alone). Use
+    `pack=False` for a model whose attention does not accept a custom 4D mask. Packing is
+    skipped for items longer than a model's sliding attention window, which a custom mask
+    would bypass.
     """
     if isinstance(model, str):
         model_name = model_name or model
@@ -199,15 +286,19 @@ def score(
     items = items[ITEM_COLUMNS].reset_index(drop=True)
     done = _read_done(out_path, model_name, scorer_boundary, items) if out_path else pd.DataFrame()
     todo = items.loc[~items["item_id"].isin(done["item_id"])] if len(done) else items
+    # Chunks of similar length pad less; UTF-8 bytes approximate the token count of byte-level BPEs.
+    todo = todo.iloc[np.argsort([-len("".join(row).encode()) for row in todo[TEXT_COLUMNS].itertuples(index=False)],
+                                kind="stable")]
     if len(todo):
         network, tokenizer = load_model(model, device=device, dtype=dtype) if isinstance(model, str) else model
         device = str(next(network.parameters()).device)
-        requests_total = 3 * len(todo)
-        bar = tqdm(total=requests_total, desc=f"scoring {model_name}", unit="seq", disable=not progress)
+        window = getattr(network.config, "sliding_window", None) if pack else None
+        bar = tqdm(total=len(todo), desc=f"scoring {model_name}", unit="item", disable=not progress)
         for start in range(0, len(todo), chunk_items):
             chunk = todo.iloc[start : start + chunk_items].reset_index(drop=True)
-            requests = build_requests(chunk, tokenizer, scorer_boundary=scorer_boundary)
-            results = _score_requests(network, requests, batch_size=batch_size, device=device, progress=bar)
+            sequences = build_sequences(chunk, tokenizer, scorer_boundary=scorer_boundary, pack=pack,
+                                        max_packed_length=window)
+            results = _score_sequences(network, sequences, batch_size=batch_size, device=device, progress=bar)
             scored = _scores_frame(chunk, results, model_name, scorer_boundary)
             if out_path:
                 _append(out_path, scored)

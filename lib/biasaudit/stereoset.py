@@ -11,8 +11,8 @@ Gold labels are mapped by name. Integer labels follow the Hugging Face ClassLabe
 first encoded to those integers by name, so every reader goes through the same decoding
 step, and `label_map_error=True` breaks that step the same way on every reader.
 
-The helpers `SourceDataError`, `STAGE_COLUMNS`, `resolve_data_dir` and `seeded_sample` are
-shared with `biasaudit.bbq`.
+The error type, the data-folder lookup, the seeded sample and the stage table defined here
+are shared with `biasaudit.bbq`, so both sources behave and report the same way.
 """
 
 from __future__ import annotations
@@ -291,9 +291,12 @@ def _record_from_original(entry: Any, origin: str, row: str | int) -> StereoSetR
     sentences = []
     for index, raw in enumerate(raw_sentences):
         field = f"sentences[{index}]"
-        text = _require_text(raw, "sentence", origin, row) if isinstance(raw, dict) else None
-        if text is None:
+        if not isinstance(raw, dict):
             raise SourceDataError(f"{where(origin, row, field)}: expected an object with sentence and gold_label")
+        text = raw.get("sentence")
+        if not isinstance(text, str):
+            problem = "missing" if text is None else f"expected text, got {type(text).__name__}"
+            raise SourceDataError(f"{where(origin, row, field + '.sentence')}: {problem}")
         if "gold_label" not in raw:
             raise SourceDataError(f"{where(origin, row, field + '.gold_label')}: missing; every sentence needs it")
         code = _code_of_name(raw["gold_label"], origin, row, field + ".gold_label")
@@ -438,7 +441,9 @@ def read_stereoset_records(data_dir: str | Path | None = None) -> tuple[list[Ste
     )
 
 
-def split_at_blank(record: StereoSetRecord, *, label_map_error: bool = False) -> tuple[dict[str, str] | None, str | None, str | None]:
+def split_at_blank(
+    record: StereoSetRecord, *, label_map_error: bool = False
+) -> tuple[dict[str, str] | None, str | None, str | None]:
     """Context + three continuations of one item: (fields, exclusion reason, handling note).
 
     The context is the first sentence's text before BLANK (all three must agree on it,
@@ -491,7 +496,8 @@ def stereoset_items(
     for record in records:
         if record.item_id in seen:
             raise SourceDataError(
-                f"{where(record.origin, record.row, 'id')}: duplicate item id {record.item_id!r} (first in row {seen[record.item_id]})"
+                f"{where(record.origin, record.row, 'id')}: duplicate item id {record.item_id!r} "
+                f"(first in row {seen[record.item_id]})"
             )
         seen[record.item_id] = record.row
         category = record.bias_type.strip()
