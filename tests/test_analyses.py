@@ -1,0 +1,96 @@
+"""Analyses on small hand-built scores tables with answers worked out by hand or by scipy/statsmodels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+from scipy.special import expit, logit
+from statsmodels.stats.multitest import multipletests
+
+from biasaudit import analyses
+from biasaudit.stats import sign_flip_pvalue
+
+
+def scores_from_soft(rows: list[tuple[str, str, str, float]], third_gap: float = 3.0) -> pd.DataFrame:
+    """(model, base_id, language, soft) rows → a scores table whose contrast gives exactly that soft score."""
+    records = []
+    for model, base, language, soft in rows:
+        contrast = float(logit(soft))
+        variant = "original" if language == "en" else "translation"
+        record = {
+            "model": model, "item_id": f"{base}/{language}", "base_id": base, "source": "written",
+            "dimension": "gender", "category": "trait", "language": language, "variant": variant,
+            "via": "human", "third_kind": "unrelated",
+        }
+        for option, lp in (("stereotyped", contrast), ("anti_stereotyped", 0.0),
+                           ("third", max(contrast, 0.0) - third_gap)):
+            record.update({f"lp_sum_{option}": 2 * lp, f"ntok_{option}": 2, f"lp_mean_{option}": lp})
+        records.append(record)
+    return pd.DataFrame(records)
+
+
+def test_item_scores_soft_binary_strength_fluency():
+    table = scores_from_soft([("m", "a", "en", 0.8), ("m", "b", "en", 0.5), ("m", "c", "en", 0.3)])
+    table.loc[2, "third_kind"] = "unknown"
+    scored = analyses.item_scores(table)
+    np.testing.assert_allclose(scored["soft"], [0.8, 0.5, 0.3])
+    assert scored["binary"].tolist() == [1.0, 0.5, 0.0]
+    np.testing.assert_allclose(scored["strength"], [0.3, 0.0, 0.2])
+    np.testing.assert_allclose(scored["fluency"][:2], [expit(3.0), expit(3.0)])
+    assert np.isnan(scored["fluency"][2]), "fluency only where the third option is unrelated"
+    summed = analyses.item_scores(table, aggregate="sum")
+    np.testing.assert_allclose(summed["soft"][0], expit(2 * logit(0.8)))
+
+
+def test_sum_aggregate_needs_sums():
+    table = scores_from_soft([("m", "a", "en", 0.8)]).assign(lp_sum_stereotyped=np.nan)
+    with pytest.raises(ValueError, match="per-token means"):
+        analyses.item_scores(table, aggregate="sum")
+
+
+@pytest.fixture
+def two_models() -> pd.DataFrame:
+    rng = np.random.default_rng(7)
+    rows = []
+    for model, shift in (("m1", 0.10), ("m2", 0.02)):
+        english = rng.uniform(0.4, 0.9, size=12)
+        for i, soft in enumerate(english):
+            rows.append((model, f"b{i:02d}", "en", soft))
+            rows.append((model, f"b{i:02d}", "sw", float(np.clip(soft - shift + rng.normal(0, 0.05), 0.01, 0.99))))
+            if i < 10:  # two base items have no French version: pairing must skip them
+                rows.append((model, f"b{i:02d}", "fr", float(np.clip(soft + rng.normal(0, 0.05), 0.01, 0.99))))
+    return scores_from_soft(rows)
+
+
+def test_cell_tests_pair_items_and_correct_over_all_cells(two_models):
+    cells = analyses.cell_tests(two_models, n_permutations=2000, seed=1)
+    assert len(cells) == 4 and set(cells["n"]) == {12, 10}
+    scored = analyses.item_scores(two_models)
+    for row in cells.itertuples():
+        en = scored[(scored.model == row.model) & (scored.language == "en")].set_index("base_id")["soft"]
+        other = scored[(scored.model == row.model) & (scored.language == row.language)].set_index("base_id")["soft"]
+        differences = (other - en.loc[other.index]).to_numpy()
+        assert row.drop == pytest.approx(-differences.mean())
+        exact = sign_flip_pvalue(differences, rng=np.random.default_rng(0), exact_below=16)
+        assert row.p == pytest.approx(exact), "n <= 16: exact enumeration"
+    np.testing.assert_allclose(cells["q"], multipletests(cells["p"], method="fdr_bh")[1])
+    m1_sw = cells[(cells.model == "m1") & (cells.language == "sw")].iloc[0]
+    assert m1_sw["drop"] > 0.05 and m1_sw["reliable"]
+
+
+def test_language_drops_by_hand(two_models):
+    drops = analyses.language_drops(two_models, n_permutations=2000, seed=1).set_index("language")
+    scored = analyses.item_scores(two_models)
+    pairs = analyses.paired_with_english(scored)
+    sw = pairs[pairs.language == "sw"]
+    per_model = sw.groupby("model").apply(lambda g: (g.soft_en - g.soft).mean())
+    mean, (low, high) = per_model.mean(), sps.t.interval(0.95, 1, loc=per_model.mean(), scale=sps.sem(per_model))
+    assert drops.loc["sw", "drop"] == pytest.approx(mean)
+    assert (drops.loc["sw", "drop_low"], drops.loc["sw", "drop_high"]) == pytest.approx((low, high))
+    slopes = [np.polyfit(g.soft_en, g.soft, 1)[0] for _, g in sw.groupby("model")]
+    assert drops.loc["sw", "slope"] == pytest.approx(np.mean(slopes))
+    assert drops.loc["sw", "same_choice"] == pytest.approx((sw.binary == sw.binary_en).mean())
+    assert drops.loc["en", "drop"] == 0 and drops.loc["fr", "n_items"] == 10
+    assert drops.loc["sw", "reliable_drops"] >= 1

