@@ -190,7 +190,7 @@ def test_stereoset_prefers_hf_rows_when_both_files_are_there(tmp_path: Path) -> 
 @pytest.mark.parametrize("name", [HF_JSON, JSONL])
 def test_stereoset_label_map_error_swaps_stereotype_and_anti(tmp_path: Path, name: str) -> None:
     right, stages_right = load_stereoset(stereoset_dir(tmp_path / "a", name), per_category=None)
-    wrong, stages_wrong = load_stereoset(stereoset_dir(tmp_path / "b", name), per_category=None, label_map_error=True)
+    wrong, stages_wrong = load_stereoset(stereoset_dir(tmp_path / "b", name), per_category=None, stereoset_label_map=True)
     assert list(right["item_id"]) == list(wrong["item_id"])
     assert list(right["stereotyped"]) == list(wrong["anti_stereotyped"])
     assert list(right["anti_stereotyped"]) == list(wrong["stereotyped"])
@@ -269,7 +269,7 @@ def test_stereoset_hub_classlabel_names_are_used(tmp_path: Path, monkeypatch: py
     mirror, _ = load_stereoset(stereoset_dir(tmp_path, HF_JSON), per_category=None)
     hub, _ = load_stereoset(per_category=None)
     pd.testing.assert_frame_equal(mirror, hub)
-    wrong, _ = load_stereoset(per_category=None, label_map_error=True)
+    wrong, _ = load_stereoset(per_category=None, stereoset_label_map=True)
     assert list(wrong["stereotyped"]) == list(mirror["anti_stereotyped"])
 
 
@@ -480,7 +480,7 @@ def test_bbq_stages_add_up_and_sample_is_seeded(tmp_path: Path) -> None:
 def test_bbq_roles_by_order_reproduces_the_error(tmp_path: Path) -> None:
     folder = bbq_dir(tmp_path)
     right, right_stages = load_bbq(folder, categories=["Age", "Gender_identity"], per_category=None)
-    wrong, wrong_stages = load_bbq(folder, categories=["Age", "Gender_identity"], per_category=None, roles_by_order=True)
+    wrong, wrong_stages = load_bbq(folder, categories=["Age", "Gender_identity"], per_category=None, bbq_roles_by_order=True)
     assert list(right["item_id"]) == list(wrong["item_id"])  # the same items, only the roles differ
     pd.testing.assert_frame_equal(right_stages, wrong_stages)
     rows = by_base(wrong)
@@ -644,7 +644,7 @@ def test_mirror_stereoset_roles_agree_with_an_independent_copy() -> None:
         ), row["base_id"]
         checked += 1
     assert checked == 2104
-    swapped, _ = stereoset_items(records, label_map_error=True)
+    swapped, _ = stereoset_items(records, stereoset_label_map=True)
     assert (swapped["stereotyped"] == items["anti_stereotyped"]).all()
 
 
@@ -660,7 +660,7 @@ def test_mirror_bbq_recovers_8806_of_8814() -> None:
     assert stage_n(stages, "Gender_identity", "excluded", EXCLUDED_NO_MATCH) == 4
     assert stage_n(stages, "Gender_identity", "excluded", EXCLUDED_TWO_MATCHES) == 4
     validate_items(items)
-    wrong, _ = load_bbq(categories=MIRROR_CATEGORIES, per_category=None, roles_by_order=True)
+    wrong, _ = load_bbq(categories=MIRROR_CATEGORIES, per_category=None, bbq_roles_by_order=True)
     assert list(wrong["item_id"]) == list(items["item_id"])
     unknown_as_group = wrong["stereotyped"] == items["third"]  # the unknown answer scored as a group
     assert 0 < unknown_as_group.sum() < len(items)

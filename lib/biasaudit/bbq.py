@@ -12,7 +12,7 @@ Roles are recovered from `answer_info` (each answer's [text, group]) and
 `normalise_group`). An example where no answer, or both, match the stereotyped groups is
 excluded and counted.
 
-`roles_by_order=True` reproduces a common pipeline error instead: the unknown answer is
+`bbq_roles_by_order=True` reproduces a common pipeline error instead: the unknown answer is
 found by its wording, from a short list (`SHORT_UNKNOWN_WORDINGS`); the other two answers
 take the roles in answer order (first = stereotyped, second = anti-stereotyped), whatever the
 metadata and the question polarity. When no answer is on the short list, the roles are pure
@@ -217,7 +217,7 @@ def roles_from_order(record: dict[str, Any]) -> dict[str, str]:
 
 
 def bbq_items(
-    records: Iterable[tuple[int, dict[str, Any]]], category: str, origin: str, *, roles_by_order: bool = False
+    records: Iterable[tuple[int, dict[str, Any]]], category: str, origin: str, *, bbq_roles_by_order: bool = False
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Items of one category (ambiguous, roles recovered) and its stage rows read / ambiguous / excluded / recovered."""
     rows = []
@@ -241,7 +241,7 @@ def bbq_items(
         if roles is None:
             excluded[reason] += 1
             continue
-        if roles_by_order:
+        if bbq_roles_by_order:
             roles = roles_from_order(record)
         base_id = f"bbq-{category}-{example_id}"
         rows.append(
@@ -306,7 +306,7 @@ def load_bbq(
     categories: Sequence[str] = DEFAULT_CATEGORIES,
     per_category: int | None = 30,
     seed: int = DEFAULT_SEED,
-    roles_by_order: bool = False,
+    bbq_roles_by_order: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """BBQ ambiguous examples as English original items, plus the count of items at each stage.
 
@@ -315,7 +315,7 @@ def load_bbq(
     as stage `missing` and with a MissingCategoryWarning; the others load as usual.
     The context is passage + " " + question; continuations are the answers' texts, third is
     the unknown answer (third_kind `unknown`). `per_category` items with recovered roles are
-    sampled per category with `seed` (None keeps all). `roles_by_order=True` switches on the
+    sampled per category with `seed` (None keeps all). `bbq_roles_by_order=True` switches on the
     answer-order error described in the module docstring.
 
     Returns (items, stages); stages has rows read (all examples), ambiguous, excluded (with
@@ -350,7 +350,7 @@ def load_bbq(
             )
             stages.append({"source": "bbq", "category": category, "stage": "missing", "n": 0, "reason": missing_reason})
             continue
-        items, category_stages = bbq_items(records, category, origin, roles_by_order=roles_by_order)
+        items, category_stages = bbq_items(records, category, origin, bbq_roles_by_order=bbq_roles_by_order)
         sampled = seeded_sample(items, per_category, seed)
         frames.append(sampled)
         stages.extend(category_stages)

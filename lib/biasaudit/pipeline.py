@@ -10,11 +10,48 @@ import time
 
 import pandas as pd
 
-from biasaudit.items import read_items, select_items
+from biasaudit.bbq import load_bbq
+from biasaudit.items import ITEM_COLUMNS, read_items, select_items
+from biasaudit.stereoset import load_stereoset
 from biasaudit.paths import project_path, run_dir
 from biasaudit.scoring import score
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
+
+
+def load_sources(
+    sources: list[str],
+    *,
+    data_dir: str = "",
+    stereoset_per_category: int = 50,
+    bbq_per_category: int = 30,
+    seed: int = 20261129,
+    stereoset_label_map: bool = False,
+    bbq_roles_by_order: bool = False,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """English items from the public sources named in `sources` ("stereoset", "bbq"), with stage counts.
+
+    A per-category size of 0 keeps every item. `data_dir` (else $BIASAUDIT_DATA_DIR) is a local
+    mirror; without one the loaders go to the Hugging Face hub.
+    """
+    unknown = set(sources) - {"stereoset", "bbq"}
+    if unknown:
+        raise ValueError(f"unknown source(s) {sorted(unknown)}; choose from 'stereoset', 'bbq'")
+    folder = str(project_path(data_dir)) if data_dir else None
+    tables, stages = [], []
+    if "stereoset" in sources:
+        items, stage = load_stereoset(folder, per_category=stereoset_per_category or None, seed=seed,
+                                      stereoset_label_map=stereoset_label_map)
+        tables.append(items)
+        stages.append(stage)
+    if "bbq" in sources:
+        items, stage = load_bbq(folder, per_category=bbq_per_category or None, seed=seed,
+                                bbq_roles_by_order=bbq_roles_by_order)
+        tables.append(items)
+        stages.append(stage)
+    if not tables:
+        return pd.DataFrame(columns=ITEM_COLUMNS), pd.DataFrame(columns=["source", "category", "stage", "n", "reason"])
+    return pd.concat(tables, ignore_index=True), pd.concat(stages, ignore_index=True)
 
 
 def prepare_items(
@@ -23,22 +60,28 @@ def prepare_items(
     item_banks: list[str],
     languages: list[str],
     include_rewordings: bool = True,
+    sources: list[str] | None = None,
+    **source_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Read the item banks, keep the run's languages, set aside collapsed contrasts; save both.
+    """Read the item banks (and public sources), keep the run's languages, set aside collapsed contrasts.
 
-    Writes runs/<run>/items.parquet (what gets scored) and runs/<run>/collapsed.parquet
-    (translations whose two contrasting continuations became the same text).
+    Writes runs/<run>/items.parquet (what gets scored), runs/<run>/collapsed.parquet
+    (translations whose two contrasting continuations became the same text) and
+    runs/<run>/stages.parquet (public-source items counted at each loading stage).
+    `source_options` go to `load_sources`.
     """
-    banks = pd.concat([read_items(project_path(path)) for path in item_banks], ignore_index=True)
-    duplicated = banks.loc[banks["item_id"].duplicated(), "item_id"].tolist()
+    banks = [read_items(project_path(path)) for path in item_banks]
+    public, stages = load_sources(list(sources or []), **source_options)
+    table = pd.concat([*banks, public], ignore_index=True) if len(public) else pd.concat(banks, ignore_index=True)
+    duplicated = table.loc[table["item_id"].duplicated(), "item_id"].tolist()
     if duplicated:
-        raise ValueError(f"item ids appear in more than one bank of {item_banks}: {duplicated[:5]}")
+        raise ValueError(f"item ids appear more than once across {item_banks} and {sources}: {duplicated[:5]}")
     variants = VARIANTS_WITH_REWORDINGS if include_rewordings else ["original", "translation"]
-    wanted = [*languages, "en"]
-    items, collapsed = select_items(banks, languages=wanted, variants=variants)
+    items, collapsed = select_items(table, languages=[*languages, "en"], variants=variants)
     folder = run_dir(run_name)
     items.to_parquet(folder / "items.parquet", index=False)
     collapsed.to_parquet(folder / "collapsed.parquet", index=False)
+    stages.to_parquet(folder / "stages.parquet", index=False)
     return items, collapsed
 
 

@@ -9,7 +9,7 @@ fill word to the end.
 Gold labels are mapped by name. Integer labels follow the Hugging Face ClassLabel order
 0 = anti-stereotype, 1 = stereotype, 2 = unrelated; string labels (the original files) are
 first encoded to those integers by name, so every reader goes through the same decoding
-step, and `label_map_error=True` breaks that step the same way on every reader.
+step, and `stereoset_label_map=True` breaks that step the same way on every reader.
 
 The error type, the data-folder lookup, the seeded sample and the stage table defined here
 are shared with `biasaudit.bbq`, so both sources behave and report the same way.
@@ -442,7 +442,7 @@ def read_stereoset_records(data_dir: str | Path | None = None) -> tuple[list[Ste
 
 
 def split_at_blank(
-    record: StereoSetRecord, *, label_map_error: bool = False
+    record: StereoSetRecord, *, stereoset_label_map: bool = False
 ) -> tuple[dict[str, str] | None, str | None, str | None]:
     """Context + three continuations of one item: (fields, exclusion reason, handling note).
 
@@ -474,7 +474,7 @@ def split_at_blank(
         heads.append(head)
     if len(set(heads)) > 1:
         return None, EXCLUDED_CONTEXTS_DIFFER, None
-    names = MISREAD_LABEL_NAMES if label_map_error else HF_LABEL_NAMES
+    names = MISREAD_LABEL_NAMES if stereoset_label_map else HF_LABEL_NAMES
     fields = {"context": heads[0].strip()}
     for sentence in record.sentences:
         continuation = sentence.text[len(before):].strip()
@@ -485,7 +485,7 @@ def split_at_blank(
 
 
 def stereoset_items(
-    records: list[StereoSetRecord], *, label_map_error: bool = False
+    records: list[StereoSetRecord], *, stereoset_label_map: bool = False
 ) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """Items (contract columns, every usable item) and the stage rows read / excluded / handled / recovered."""
     rows: list[dict[str, Any]] = []
@@ -504,7 +504,7 @@ def stereoset_items(
         if not category:
             raise SourceDataError(f"{where(record.origin, record.row, 'bias_type')}: empty")
         read[category] += 1
-        fields, reason, note = split_at_blank(record, label_map_error=label_map_error)
+        fields, reason, note = split_at_blank(record, stereoset_label_map=stereoset_label_map)
         if fields is None:
             excluded[(category, reason)] += 1
             continue
@@ -544,14 +544,14 @@ def load_stereoset(
     *,
     per_category: int | None = 50,
     seed: int = DEFAULT_SEED,
-    label_map_error: bool = False,
+    stereoset_label_map: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """StereoSet intrasentence as English original items, plus the count of items at each stage.
 
     Reads `data_dir` (or $BIASAUDIT_DATA_DIR)/stereoset/ — the HF rows JSON if present, else
     the string-label jsonl or dev.json — or, with neither set, the hub through `datasets`.
     `per_category` items are sampled per bias type with `seed` (None keeps all).
-    `label_map_error=True` reproduces the common bug of reading integer label 0 as the
+    `stereoset_label_map=True` reproduces the common bug of reading integer label 0 as the
     stereotype: stereotyped and anti-stereotyped continuations swap, the items stay the same.
 
     Returns (items, stages); stages has one row per (category, stage[, reason]) with stages
@@ -560,7 +560,7 @@ def load_stereoset(
     """
     check_per_category(per_category)
     records, origin = read_stereoset_records(data_dir)
-    items, stages = stereoset_items(records, label_map_error=label_map_error)
+    items, stages = stereoset_items(records, stereoset_label_map=stereoset_label_map)
     items = items.sort_values(["category", "base_id"], kind="stable").reset_index(drop=True)
     sampled = seeded_sample(items, per_category, seed)
     for category in sorted({row["category"] for row in stages}):
