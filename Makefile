@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PARAMS ?= params/default.yml
 TORCH := torch==2.13.0
 
-.PHONY: all venv book run render test test-fast check-html bench clean
+.PHONY: all venv book render test check-items bench clean
 
 all: venv
 
@@ -32,6 +32,9 @@ render: venv
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+check-items: venv
+	$(BIN)/python -m biasaudit.check_items data/items/written.csv
 
 bench: venv
 	$(BIN)/python benchmarks/bench_scoring.py

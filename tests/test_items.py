@@ -7,7 +7,16 @@ import csv
 import pandas as pd
 import pytest
 
-from biasaudit.items import DEFAULT_BANK, ITEM_COLUMNS, ItemError, is_collapsed, join_text, read_items, select_items
+from biasaudit.items import (
+    DEFAULT_BANK,
+    ITEM_COLUMNS,
+    ItemError,
+    bank_problems,
+    is_collapsed,
+    join_text,
+    read_items,
+    select_items,
+)
 
 LANGUAGES = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
 
@@ -81,3 +90,33 @@ def test_join_text():
     assert join_text("The nurse said that", "she left.", "en") == "The nurse said that she left."
     assert join_text("护士说", "她累了。", "zh") == "护士说她累了。"
     assert join_text("", "Nurses are kind.", "en") == "Nurses are kind."
+
+
+def test_bank_checks_find_missing_versions_close_thirds_and_collapses():
+    bank = read_items()
+    assert bank_problems(bank).query("severity == 'error'").empty, "the project's bank passes its own checks"
+    broken = bank.loc[~((bank["base_id"] == "w-age-001") & (bank["language"] == "ko"))].reset_index(drop=True)
+    broken = broken.loc[broken["item_id"] != "w-age-002/en~human-2"].reset_index(drop=True)
+    row = broken.index[broken["item_id"] == "w-race-001/sw"][0]
+    broken.loc[row, "third"] = broken.loc[row, "stereotyped"].rstrip(".") + "!"
+    other = broken.index[broken["item_id"] == "w-race-001/fr"][0]
+    broken.loc[other, "anti_stereotyped"] = broken.loc[other, "stereotyped"]
+    problems = bank_problems(broken, origin="bank.csv")
+    messages = problems["problem"].tolist()
+    assert "w-age-001: no translation into 'ko'" in messages
+    assert "w-age-002: no English rewording 'human-2'" in messages
+    assert any(m.startswith("w-race-001/sw: third option is") for m in messages)
+    collapsed = problems.query("severity == 'collapsed'")
+    assert collapsed["problem"].tolist() == ["w-race-001/fr: contrast collapsed"]
+    assert collapsed["row"].item() == other + 2
+
+
+def test_check_items_cli_exit_codes(tmp_path, capsys):
+    from biasaudit.check_items import main
+
+    assert main([str(DEFAULT_BANK)]) == 0
+    rows = good_rows()
+    rows[0]["via"] = ""
+    write_bank(tmp_path / "bad.csv", rows)
+    assert main([str(tmp_path / "bad.csv")]) == 1
+    assert "row 2, field 'via'" in capsys.readouterr().err

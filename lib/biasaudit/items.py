@@ -185,3 +185,55 @@ def select_items(
     kept = items.loc[keep]
     collapsed_mask = is_collapsed(kept) if drop_collapsed else pd.Series(False, index=kept.index)
     return kept.loc[~collapsed_mask].reset_index(drop=True), kept.loc[collapsed_mask].reset_index(drop=True)
+
+
+BANK_LANGUAGES: tuple[str, ...] = ("es", "fr", "zh", "ar", "ko", "sw", "hi")
+BANK_REWORDINGS: tuple[str, ...] = ("human-1", "human-2", "human-3")
+
+
+def bank_problems(
+    items: pd.DataFrame,
+    *,
+    origin: str = "<table>",
+    languages: tuple[str, ...] = BANK_LANGUAGES,
+    rewordings: tuple[str, ...] = BANK_REWORDINGS,
+    third_similarity: float = 0.85,
+) -> pd.DataFrame:
+    """Checks beyond the row contract, for the project's own bank: one row per problem.
+
+    Columns: origin, row (CSV line), field, problem, severity. `error`: a base item lacks a
+    translation or an English rewording, or its third option nearly repeats a candidate
+    (similarity of normalised texts >= `third_similarity`, difflib ratio), which would make
+    fluency meaningless. `collapsed`: a version whose contrast is gone (reported and
+    excluded from analyses, not an error: a language may be unable to keep a contrast).
+    """
+    from difflib import SequenceMatcher
+
+    problems: list[dict] = []
+
+    def add(position: int, field: str, problem: str, severity: str = "error") -> None:
+        problems.append({"origin": origin, "row": position + 2, "field": field, "problem": problem,
+                         "severity": severity})
+
+    table = items.reset_index(drop=True)
+    for base_id, versions in table.groupby("base_id", sort=False):
+        first = int(versions.index[0])
+        present = set(versions.loc[versions["variant"] == "translation", "language"])
+        for language in languages:
+            if language not in present:
+                add(first, "language", f"{base_id}: no translation into {language!r}")
+        english_rewordings = set(versions.loc[(versions["variant"] == "rewording") & (versions["language"] == "en"),
+                                              "via"])
+        for via in rewordings:
+            if via not in english_rewordings:
+                add(first, "via", f"{base_id}: no English rewording {via!r}")
+    for position, row in table.iterrows():
+        third = normalise(row["third"])
+        for option in ("stereotyped", "anti_stereotyped"):
+            ratio = SequenceMatcher(None, third, normalise(row[option])).ratio()
+            if ratio >= third_similarity:
+                add(int(position), "third", f"{row['item_id']}: third option is {ratio:.2f} similar to {option}")
+    for position in table.index[is_collapsed(table)]:
+        add(int(position), "anti_stereotyped", f"{table.loc[position, 'item_id']}: contrast collapsed",
+            severity="collapsed")
+    return pd.DataFrame(problems, columns=["origin", "row", "field", "problem", "severity"])
