@@ -39,6 +39,7 @@ check-items: venv
 bench: venv
 	$(BIN)/python benchmarks/bench_scoring.py
 	$(BIN)/python benchmarks/bench_stats.py
+	$(BIN)/python benchmarks/bench_analyses.py
 
 clean:
 	rm -rf _build book/analyses

@@ -42,3 +42,148 @@ def drop_heatmap(cells: pd.DataFrame, group: str = "language", title: str = "Dro
     star = base.mark_text(dy=-12, fontSize=14).encode(text="mark:N")
     return (heat + text + star).properties(width=60 * data[group].nunique(), height=40 * data["model"].nunique(),
                                            title=title)
+
+
+def _zero_rule(axis: str = "x", value: float = 0.0) -> alt.Chart:
+    return alt.Chart(pd.DataFrame({"v": [value]})).mark_rule(strokeDash=[4, 4], color="gray").encode(
+        **{axis: "v:Q"})
+
+
+def floor_bars(floor: pd.DataFrame, title: str = "Noise floor by rewording route") -> alt.Chart:
+    """Bars of each route's floor (median over models of |English − reworded|) with a tick at the
+    noise-only value (what pure scatter gives); the "all routes" row is left out."""
+    data = floor.loc[floor["via"] != "all routes"]
+    base = alt.Chart(data).encode(y=alt.Y("via:N", sort=None, title="rewording route"))
+    bars = base.mark_bar(color="#8da0cb").encode(
+        x=alt.X("floor:Q", title="floor: |English − reworded| (median over models)"),
+        tooltip=["via", alt.Tooltip("floor:Q", format=".4f"), alt.Tooltip("noise_only:Q", format=".4f"),
+                 "reliable_cells:Q", "n_cells:Q", alt.Tooltip("same_choice:Q", format=".2f")],
+    )
+    ticks = base.mark_tick(color="black", thickness=2, size=18).encode(x="noise_only:Q")
+    return (bars + ticks).properties(width=420, height=28 * len(data) + 20, title=alt.TitleParams(
+        title, subtitle="bar: floor; black tick: noise only, s·sqrt(2/π)/sqrt(n)"))
+
+
+def gap_minus_floor(gaps: pd.DataFrame, title: str = "Gap − floor per model (95% bootstrap interval)") -> alt.Chart:
+    """Forest plot of each model's gap − floor with its interval; intervals wholly above zero are
+    drawn in a second colour."""
+    data = gaps.assign(interval=gaps["above_floor"].map({True: "above zero", False: "includes zero"}))
+    order = data.sort_values("gap_minus_floor")["model"].tolist()
+    base = alt.Chart(data).encode(y=alt.Y("model:N", sort=order, title="model"))
+    colour = alt.Color("interval:N", scale=alt.Scale(domain=["includes zero", "above zero"],
+                                                     range=["#7f7f7f", "#d95f02"]), title="interval")
+    rules = base.mark_rule(strokeWidth=2).encode(x=alt.X("low:Q", title="gap − floor (soft score)"), x2="high:Q",
+                                                 color=colour)
+    points = base.mark_point(filled=True, size=60).encode(
+        x="gap_minus_floor:Q", color=colour,
+        tooltip=["model", alt.Tooltip("gap:Q", format=".4f"), alt.Tooltip("floor:Q", format=".4f"),
+                 alt.Tooltip("gap_minus_floor:Q", format=".4f"), alt.Tooltip("low:Q", format=".4f"),
+                 alt.Tooltip("high:Q", format=".4f"), "reliable_drops:Q"],
+    )
+    return (rules + points + _zero_rule()).properties(width=420, height=30 * len(data) + 20, title=title)
+
+
+def carry_over_density(
+    pairs: pd.DataFrame,
+    table: pd.DataFrame,
+    changes: tuple[str, ...] = ("rewording", "translation"),
+    bins: int = 20,
+) -> alt.HConcatChart:
+    """Before/after density of item scores for each kind of change, with the least-squares line
+    (pooled within models, from `carry_over_table`'s "all" row or its only group) and the identity
+    line (perfect carry-over)."""
+    panels = []
+    for change in changes:
+        data = pairs.loc[pairs["change"] == change, ["before", "after"]]
+        if data.empty:
+            continue
+        rows = table.loc[table["change"] == change]
+        fit = rows.loc[rows["group"] == "all"] if (rows["group"] == "all").any() else rows.head(1)
+        fit = fit.iloc[0]
+        ends = pd.DataFrame({"before": [0.0, 1.0]})
+        ends["after"] = fit["mean_after"] + fit["slope"] * (ends["before"] - fit["mean_before"])
+        ends["line"] = "least squares"
+        identity = pd.DataFrame({"before": [0.0, 1.0], "after": [0.0, 1.0], "line": "identity (slope 1)"})
+        lines = pd.concat([ends, identity], ignore_index=True)
+        scale = alt.Scale(domain=[0, 1])
+        heat = alt.Chart(data).mark_rect().encode(
+            x=alt.X("before:Q", bin=alt.Bin(maxbins=bins, extent=[0, 1]), scale=scale, title="soft score before"),
+            y=alt.Y("after:Q", bin=alt.Bin(maxbins=bins, extent=[0, 1]), scale=scale, title="soft score after"),
+            color=alt.Color("count():Q", scale=alt.Scale(scheme="greys"), title="pairs"),
+        )
+        line = alt.Chart(lines).mark_line(clip=True).encode(
+            x=alt.X("before:Q", scale=scale), y=alt.Y("after:Q", scale=scale),
+            strokeDash=alt.StrokeDash("line:N", title=None, scale=alt.Scale(
+                domain=["identity (slope 1)", "least squares"], range=[[1, 0], [6, 4]])),
+            color=alt.value("#d95f02"),
+        )
+        panels.append((heat + line).properties(width=260, height=260, title=alt.TitleParams(
+            change, subtitle=f"slope {fit['slope']:.2f}, r {fit['r']:.2f}, {len(data)} pairs")))
+    return alt.hconcat(*panels).resolve_scale(color="independent")
+
+
+def carry_over_intervals(table: pd.DataFrame, title: str = "Carry-over with 95% bootstrap intervals") -> alt.FacetChart:
+    """r, SD ratio and slope (slope = r × SD ratio) per group, one panel per measure, coloured by
+    the kind of change."""
+    long = []
+    for measure in ("r", "sd_ratio", "slope"):
+        long.append(table.assign(measure=measure, value=table[measure], low=table[f"{measure}_low"],
+                                 high=table[f"{measure}_high"]))
+    data = pd.concat(long, ignore_index=True)[["change", "group", "measure", "value", "low", "high"]]
+    data["row"] = data["change"] + " · " + data["group"].astype(str)
+    base = alt.Chart().encode(y=alt.Y("row:N", sort=None, title=None),
+                              color=alt.Color("change:N", title="change"))
+    rules = base.mark_rule().encode(x=alt.X("low:Q", title=None), x2="high:Q")
+    points = base.mark_point(filled=True).encode(
+        x="value:Q", tooltip=["row", "measure", alt.Tooltip("value:Q", format=".3f"),
+                              alt.Tooltip("low:Q", format=".3f"), alt.Tooltip("high:Q", format=".3f")])
+    one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(1.0))
+    return alt.layer(rules, points, one, data=data).properties(width=180, height=18 * data["row"].nunique()).facet(
+        column=alt.Column("measure:N", sort=["r", "sd_ratio", "slope"], title=None)
+    ).resolve_scale(x="independent").properties(title=title)
+
+
+def strength_bars(table: pd.DataFrame, title: str = "Strength |soft − 0.5| before and after") -> alt.Chart:
+    """Mean strength of the items' preferences before and after each change, per group."""
+    rows = table.loc[table["group"] != "all"]
+    data = pd.concat([
+        rows.assign(when="before", strength=rows["strength_before"]),
+        rows.assign(when="after", strength=rows["strength_after"]),
+    ], ignore_index=True)
+    data["row"] = data["change"] + " · " + data["group"].astype(str)
+    return alt.Chart(data).mark_bar().encode(
+        y=alt.Y("row:N", sort=None, title=None),
+        yOffset=alt.YOffset("when:N", sort=["before", "after"]),
+        x=alt.X("strength:Q", title="mean |soft − 0.5|"),
+        color=alt.Color("when:N", sort=["before", "after"], scale=alt.Scale(range=["#bdbdbd", "#1b9e77"]),
+                        title=None),
+        tooltip=["row", "when", alt.Tooltip("strength:Q", format=".3f")],
+    ).properties(width=380, title=title)
+
+
+def detection_curve(
+    power: pd.DataFrame,
+    observed: tuple[float, float] | None = None,
+    alpha: float = 0.05,
+    title: str = "Share of injected shifts detected",
+) -> alt.LayerChart:
+    """Detected share (with ±2 standard errors) against the injected shift δ; a dashed line at
+    alpha, and a shaded band over the range of the run's observed language drops."""
+    data = power.assign(low=(power["detected"] - 2 * power["detected_se"]).clip(lower=0),
+                        high=(power["detected"] + 2 * power["detected_se"]).clip(upper=1))
+    x = alt.X("delta:Q", title="injected shift δ (soft score)")
+    layers = []
+    if observed is not None and all(pd.notna(v) for v in observed):
+        band = pd.DataFrame({"start": [min(observed)], "end": [max(observed)], "what": ["observed language drops"]})
+        layers.append(alt.Chart(band).mark_rect(opacity=0.18, color="#d95f02").encode(
+            x="start:Q", x2="end:Q", tooltip=["what", alt.Tooltip("start:Q", format=".4f"),
+                                              alt.Tooltip("end:Q", format=".4f")]))
+    area = alt.Chart(data).mark_area(opacity=0.25, color="#1f77b4").encode(x=x, y="low:Q", y2="high:Q")
+    line = alt.Chart(data).mark_line(point=True, color="#1f77b4").encode(
+        x=x, y=alt.Y("detected:Q", title="share of cells called reliable", scale=alt.Scale(domain=[0, 1])),
+        tooltip=[alt.Tooltip("delta:Q", format=".3f"), alt.Tooltip("detected:Q", format=".3f"),
+                 alt.Tooltip("any_detected:Q", format=".3f")],
+    )
+    level = alt.Chart(pd.DataFrame({"v": [alpha]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="v:Q")
+    return alt.layer(*layers, area, line, level).properties(width=440, height=260, title=alt.TitleParams(
+        title, subtitle=f"dashed: alpha = {alpha}; shaded: range of the observed language drops"))

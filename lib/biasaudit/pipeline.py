@@ -105,6 +105,17 @@ def score_run(
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 
 
+def read_run_items(run_name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(items, collapsed, stages) of a run as prepared or imported; stages is empty when none were recorded."""
+    folder = run_dir(run_name)
+    if not (folder / "items.parquet").exists():
+        raise FileNotFoundError(f"{folder}/items.parquet: no items yet; run the 00_items or 02_score notebook first")
+    stages_path = folder / "stages.parquet"
+    stages = pd.read_parquet(stages_path) if stages_path.exists() else pd.DataFrame(
+        columns=["source", "category", "stage", "n", "reason"])
+    return pd.read_parquet(folder / "items.parquet"), pd.read_parquet(folder / "collapsed.parquet"), stages
+
+
 def read_scores(run_name: str, *, models: list[str] | None = None, scorer_boundary: bool = False) -> pd.DataFrame:
     """The scores a run's 02_score chapter wrote, for the run's current items (and `models`, if given)."""
     folder = run_dir(run_name)

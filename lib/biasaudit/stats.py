@@ -412,3 +412,181 @@ def carry_over(before: Sequence[float] | np.ndarray, after: Sequence[float] | np
     result["slope"] = float(fit.slope)
     result["r"] = float(fit.rvalue)
     return result
+
+
+# --------------------------------------------------------------------------------------------
+# Vectorized paths for the chapters: many columns and shifts against one sign matrix, and the
+# cluster bootstrap of statistics that depend on the data only through per-cluster sums
+# --------------------------------------------------------------------------------------------
+
+
+def _all_sign_chunks(n: int) -> Iterator[np.ndarray]:
+    """Yield every 0/1 flip pattern of n items (2**n rows in all), in chunks."""
+    total = 1 << n
+    shifts = np.arange(n, dtype=np.int64)
+    rows = max(1, _CHUNK_ELEMENTS // max(n, 1))
+    for start in range(0, total, rows):
+        codes = np.arange(start, min(start + rows, total), dtype=np.int64)
+        yield ((codes[:, None] >> shifts) & 1).astype(np.float64)
+
+
+def sign_flip_pvalues_shifted(
+    differences: np.ndarray,
+    shifts: Sequence[float] | np.ndarray,
+    *,
+    n_permutations: int = 10_000,
+    rng: np.random.Generator,
+    exact_below: int = 16,
+) -> np.ndarray:
+    """Sign-flip p-values of mean(d[:, r] - shift_g) == 0 for every column r and shift g at once.
+
+    `differences` is an (n items × R columns) matrix (a 1-D array is one column); the result is
+    (R × G). Every column and shift is tested against the *same* random sign vectors (or, for
+    n <= `exact_below`, all 2**n of them), which is what makes this fast: with a sign vector s
+    and column d, sum(s * (d - shift)) = s·d - shift * sum(s), so one matrix product serves every
+    shift. It is the test of `sign_flip_pvalue` (the same Monte Carlo formula (1 + count) /
+    (1 + B), the same tie tolerance); with the same generator, a sorted column and shift 0 it
+    gives the very same p (sign_flip_pvalue sorts its input, this function takes the rows in the
+    order given). Columns share their
+    Monte Carlo error (they see the same draws), which is harmless for averages over columns such
+    as a detection rate. NaN is not allowed: give complete columns.
+    """
+    d = np.asarray(differences, dtype=float)
+    if d.ndim == 1:
+        d = d[:, None]
+    if d.ndim != 2:
+        raise ValueError(f"differences must be (items × columns), got shape {d.shape}")
+    if not np.isfinite(d).all():
+        raise ValueError("differences must be finite (drop NaN rows first)")
+    shift = np.asarray(shifts, dtype=float).ravel()
+    if n_permutations < 1:
+        raise ValueError(f"n_permutations must be at least 1, got {n_permutations}")
+    if exact_below > _MAX_EXACT:
+        raise ValueError(f"exact_below={exact_below} is above the limit {_MAX_EXACT}")
+    n, n_cols = d.shape
+    if n == 0:
+        return np.full((n_cols, shift.size), np.nan)
+    # Observed sums and the tie tolerance of sign_flip_pvalue, per column and shift.
+    observed = d.sum(axis=0)[:, None] - n * shift[None, :]
+    scale = np.abs(d[:, :, None] - shift[None, None, :]).max(axis=0)
+    threshold = np.abs(observed) - 1e-9 * scale * n
+    counts = np.zeros((n_cols, shift.size), dtype=np.int64)
+    exact = n <= exact_below
+    chunks = _all_sign_chunks(n) if exact else _random_sign_chunks(rng, n_permutations, n)
+    column_sums = d.sum(axis=0)
+    for bits in chunks:
+        # s = 1 - 2 * bits: s·d = sum(d) - 2 bits·d, and sum(s) = n - 2 * sum(bits).
+        products = column_sums[None, :] - 2.0 * (bits @ d)  # (rows × R)
+        sign_sums = n - 2.0 * bits.sum(axis=1)  # (rows,)
+        for g, value in enumerate(shift):
+            null = np.abs(products - value * sign_sums[:, None])
+            counts[:, g] += np.count_nonzero(null >= threshold[None, :, g], axis=0)
+    if exact:
+        p = counts / float(1 << n)
+    else:
+        p = (1.0 + counts) / (1.0 + n_permutations)
+    # All-zero columns (no shift) are never extreme: p = 1, as in sign_flip_pvalue.
+    return np.where(scale == 0.0, 1.0, p)
+
+
+def bootstrap_counts(rng: np.random.Generator, n_clusters: int, n_boot: int) -> Iterator[np.ndarray]:
+    """Yield (replicates × clusters) matrices of how often each cluster was drawn.
+
+    The draws are those of `bootstrap_mean_ci` and `cluster_bootstrap` with the same generator,
+    so the three bootstraps agree replicate by replicate.
+    """
+    for idx in _bootstrap_index_chunks(rng, n_clusters, n_boot):
+        rows = idx.shape[0]
+        flat = (idx + n_clusters * np.arange(rows)[:, None]).ravel()
+        yield np.bincount(flat, minlength=rows * n_clusters).reshape(rows, n_clusters).astype(np.float64)
+
+
+def bootstrap_sums(
+    sums_by_cluster: np.ndarray,
+    statistic: Callable[[np.ndarray], np.ndarray],
+    *,
+    n_boot: int = 5_000,
+    seed: Any,
+    level: float = 0.95,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimate, low, high) of a statistic computed from per-cluster sums, by cluster bootstrap.
+
+    Many statistics of the book depend on the rows only through sums over base items: a mean is
+    sum / count, a least-squares slope and a correlation come from the sums of x, y, x², y², xy
+    and the count. Give those sums per cluster (`sums_by_cluster`, clusters × k) and a
+    `statistic` mapping a (replicates × k) matrix of totals to (replicates,) or (replicates × m)
+    values; each replicate's totals are then one matrix product of the draw counts with the
+    cluster sums, so thousands of replicates take milliseconds. A cluster with no rows for some
+    quantity simply contributes zero sums (e.g. an item missing in one language). Replicates with
+    a NaN value are left out of that value's percentile interval. `seed` is anything
+    `np.random.default_rng` accepts.
+    """
+    _check_level(level)
+    if n_boot < 1:
+        raise ValueError(f"n_boot must be at least 1, got {n_boot}")
+    sums = np.asarray(sums_by_cluster, dtype=float)
+    if sums.ndim != 2:
+        raise ValueError(f"sums_by_cluster must be (clusters × quantities), got shape {sums.shape}")
+    estimate = np.asarray(statistic(sums.sum(axis=0)[None, :]), dtype=float)[0]
+    n_clusters = sums.shape[0]
+    if n_clusters == 0:
+        nan = np.full(np.shape(estimate), np.nan)
+        return estimate, nan, nan
+    rng = np.random.default_rng(seed)
+    replicates = np.concatenate(
+        [np.asarray(statistic(counts @ sums), dtype=float).reshape(counts.shape[0], -1)
+         for counts in bootstrap_counts(rng, n_clusters, n_boot)]
+    )
+    tail = (1.0 - level) / 2.0
+    low = np.full(replicates.shape[1], np.nan)
+    high = np.full(replicates.shape[1], np.nan)
+    for j in range(replicates.shape[1]):
+        finite = replicates[:, j][np.isfinite(replicates[:, j])]
+        if finite.size:
+            low[j], high[j] = np.quantile(finite, [tail, 1.0 - tail])
+    shape = np.shape(estimate)
+    return estimate, low.reshape(shape), high.reshape(shape)
+
+
+# Column order of the sums `carry_over_sums` builds and `carry_over_from_sums` reads.
+CARRY_OVER_SUMS: tuple[str, ...] = ("n", "x", "y", "xx", "yy", "xy")
+
+
+def carry_over_sums(before: np.ndarray, after: np.ndarray, cluster_codes: np.ndarray, n_clusters: int,
+                    center: tuple[float, float] | None = None) -> np.ndarray:
+    """Per-cluster sums (n, x, y, x², y², xy) of before/after pairs, for `bootstrap_sums`.
+
+    Values are centred first (on `center`, default the overall means) so that the variances
+    computed from the sums do not lose precision.
+    """
+    x = np.asarray(before, dtype=float)
+    y = np.asarray(after, dtype=float)
+    cx, cy = center if center is not None else (float(x.mean()) if x.size else 0.0, float(y.mean()) if y.size else 0.0)
+    x, y = x - cx, y - cy
+    columns = [np.ones_like(x), x, y, x * x, y * y, x * y]
+    return np.column_stack([np.bincount(cluster_codes, weights=c, minlength=n_clusters) for c in columns])
+
+
+def carry_over_from_sums(totals: np.ndarray) -> np.ndarray:
+    """(rows × 3) slope, r, sd_ratio from (rows × 6) totals in CARRY_OVER_SUMS order.
+
+    Same definitions as `carry_over`: slope = r × sd_ratio; nan with fewer than 2 pairs or no
+    spread in `before`; slope 0 and r nan when `after` has no spread.
+    """
+    t = np.atleast_2d(np.asarray(totals, dtype=float))
+    n, sx, sy, sxx, syy, sxy = (t[:, k] for k in range(6))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        vx = sxx - sx * sx / n
+        vy = syy - sy * sy / n
+        cov = sxy - sx * sy / n
+        # Sums of squares that are zero up to rounding count as no spread.
+        vx = np.where(vx <= 1e-12 * np.maximum(sxx, 1e-300), 0.0, vx)
+        vy = np.where(vy <= 1e-12 * np.maximum(syy, 1e-300), 0.0, vy)
+        slope = np.where(vx > 0, cov / vx, np.nan)
+        r = np.where((vx > 0) & (vy > 0), cov / np.sqrt(vx * vy), np.nan)
+        sd_ratio = np.where(vx > 0, np.sqrt(vy / vx), np.nan)
+    slope = np.where((vx > 0) & (vy == 0), 0.0, slope)
+    few = n < 2
+    out = np.column_stack([slope, r, sd_ratio])
+    out[few] = np.nan
+    return out
