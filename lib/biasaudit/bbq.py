@@ -23,7 +23,6 @@ error (exclusions still come from the metadata), so an ablation compares like wi
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -38,6 +37,7 @@ from biasaudit.stereoset import (
     SourceDataError,
     check_per_category,
     empty_items,
+    jsonl_entries,
     resolve_data_dir,
     seeded_sample,
     stage_table,
@@ -158,23 +158,9 @@ def check_record(record: Any, category: str, origin: str, row: int) -> None:
 def read_bbq_jsonl(path: str | Path, category: str) -> list[tuple[int, dict[str, Any]]]:
     """Every example of one BBQ category file as (line number, record), each checked."""
     path = Path(path)
-    origin = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SourceDataError(f"{where(origin, 'top level', '<document>')}: not UTF-8 text ({err})") from None
-    records = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise SourceDataError(
-                f"{where(origin, number, '<line>')}: not a JSON object ({err.msg}); expected one BBQ example per line"
-            ) from None
-        check_record(record, category, origin, number)
-        records.append((number, record))
+    records = jsonl_entries(path, "one BBQ example per line")
+    for number, record in records:
+        check_record(record, category, str(path), number)
     return records
 
 

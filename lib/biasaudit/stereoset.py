@@ -305,6 +305,29 @@ def _record_from_original(entry: Any, origin: str, row: str | int) -> StereoSetR
     return StereoSetRecord(item_id, target, bias_type, template, tuple(sentences), origin, str(row))
 
 
+def read_text(path: Path) -> str:
+    """A source file's text; a file that is not UTF-8 is named in the error."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise SourceDataError(f"{where(str(path), 'top level', '<document>')}: not UTF-8 text ({err})") from None
+
+
+def jsonl_entries(path: Path, expected: str) -> list[tuple[int, Any]]:
+    """(line number, parsed JSON) of every non-blank line; `expected` says what a line should hold."""
+    entries = []
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            entries.append((number, json.loads(line)))
+        except json.JSONDecodeError as err:
+            raise SourceDataError(
+                f"{where(str(path), number, '<line>')}: not a JSON object ({err.msg}); expected {expected}"
+            ) from None
+    return entries
+
+
 def read_original_file(path: str | Path) -> list[StereoSetRecord]:
     """Read string-label StereoSet: a jsonl with one intrasentence item a line, or the original dev.json.
 
@@ -313,26 +336,11 @@ def read_original_file(path: str | Path) -> list[StereoSetRecord]:
     """
     path = Path(path)
     origin = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as err:
-        raise SourceDataError(f"{where(origin, 'top level', '<document>')}: not UTF-8 text ({err})") from None
     if path.suffix == ".jsonl":
-        records = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SourceDataError(
-                    f"{where(origin, number, '<line>')}: not a JSON object ({err.msg}); expected one item per line "
-                    "with id, target, bias_type, context, sentences"
-                ) from None
-            records.append(_record_from_original(entry, origin, number))
-        return records
+        expected = "one item per line with id, target, bias_type, context, sentences"
+        return [_record_from_original(entry, origin, number) for number, entry in jsonl_entries(path, expected)]
     try:
-        document = json.loads(text)
+        document = json.loads(read_text(path))
     except json.JSONDecodeError as err:
         raise SourceDataError(f"{where(origin, 'top level', '<document>')}: not a JSON document ({err})") from None
     data = document.get("data") if isinstance(document, dict) else None
