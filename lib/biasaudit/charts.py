@@ -4,6 +4,7 @@ through vl-convert, so the book shows them offline (the default renderer loads V
 from __future__ import annotations
 
 import altair as alt
+import numpy as np
 import pandas as pd
 
 
@@ -187,3 +188,94 @@ def detection_curve(
     level = alt.Chart(pd.DataFrame({"v": [alpha]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="v:Q")
     return alt.layer(*layers, area, line, level).properties(width=440, height=260, title=alt.TitleParams(
         title, subtitle=f"dashed: alpha = {alpha}; shaded: range of the observed language drops"))
+
+
+def forest(
+    data: pd.DataFrame,
+    *,
+    label: str,
+    estimate: str,
+    low: str,
+    high: str,
+    color: str | None = None,
+    title: str = "",
+    x_title: str = "drop in soft score (English − language)",
+    reference: float = 0.0,
+) -> alt.LayerChart:
+    """Intervals (low to high) with a dot at the estimate, one row per `label` (side by side per
+    `color` when given), and a dashed rule at `reference`; rows keep the table's order."""
+    data = data.loc[data[estimate].notna()]
+    order = list(dict.fromkeys(data[label].astype(str)))
+    y = alt.Y(f"{label}:N", sort=order, title=None)
+    encoding: dict = {"y": y}
+    if color:
+        encoding["yOffset"] = alt.YOffset(f"{color}:N", sort=list(dict.fromkeys(data[color].astype(str))))
+        encoding["color"] = alt.Color(f"{color}:N", title=color.replace("_", " "), sort=list(dict.fromkeys(data[color])))
+    tooltip = [label, *([color] if color else []), alt.Tooltip(f"{estimate}:Q", format=".4f"),
+               alt.Tooltip(f"{low}:Q", format=".4f"), alt.Tooltip(f"{high}:Q", format=".4f")]
+    base = alt.Chart(data).encode(**encoding)
+    rules = base.mark_rule(strokeWidth=2).encode(x=alt.X(f"{low}:Q", title=x_title), x2=f"{high}:Q")
+    points = base.mark_point(filled=True, size=60).encode(x=f"{estimate}:Q", tooltip=tooltip)
+    per_row = 16 * (data[color].nunique() if color else 1) + 10
+    return (rules + points + _zero_rule("x", reference)).properties(
+        width=420, height=per_row * len(order) + 20, title=title)
+
+
+def paired_bars(
+    data: pd.DataFrame,
+    *,
+    label: str,
+    columns: dict[str, str],
+    title: str = "",
+    x_title: str = "",
+    what: str = "measure",
+) -> alt.Chart:
+    """Side-by-side bars of several columns (`columns`: column → legend name) per `label` row."""
+    long = pd.concat([data[[label]].assign(**{what: name, "value": data[column]}) for column, name in columns.items()],
+                     ignore_index=True).dropna(subset=["value"])
+    order = list(dict.fromkeys(data[label].astype(str)))
+    return alt.Chart(long).mark_bar().encode(
+        y=alt.Y(f"{label}:N", sort=order, title=None),
+        yOffset=alt.YOffset(f"{what}:N", sort=list(columns.values())),
+        x=alt.X("value:Q", title=x_title),
+        color=alt.Color(f"{what}:N", sort=list(columns.values()), title=None),
+        tooltip=[label, what, alt.Tooltip("value:Q", format=".3f")],
+    ).properties(width=400, height=(12 * len(columns) + 8) * len(order) + 20, title=title)
+
+
+def aggregate_scatter(table: pd.DataFrame, title: str = "Drop per language: per-token mean against summed") -> alt.LayerChart:
+    """Each language's drop with per-token mean log-probs (x) against summed log-probs (y), with the
+    identity line: points off the line are languages whose result depends on the aggregate."""
+    data = table.loc[table["language"] != "en"]
+    limit = float(np.nanmax(np.abs(data[["drop_mean", "drop_sum"]].to_numpy()))) if len(data) else 0.1
+    limit = max(limit * 1.15, 0.01)
+    scale = alt.Scale(domain=[-limit, limit])
+    identity = alt.Chart(pd.DataFrame({"x": [-limit, limit], "y": [-limit, limit]})).mark_line(
+        strokeDash=[4, 4], color="gray").encode(x=alt.X("x:Q", scale=scale), y=alt.Y("y:Q", scale=scale))
+    points = alt.Chart(data).mark_point(filled=True, size=70).encode(
+        x=alt.X("drop_mean:Q", scale=scale, title="drop, per-token mean log-probs"),
+        y=alt.Y("drop_sum:Q", scale=scale, title="drop, summed log-probs"),
+        tooltip=["language", alt.Tooltip("drop_mean:Q", format=".3f"), alt.Tooltip("drop_sum:Q", format=".3f"),
+                 alt.Tooltip("token_gap:Q", format=".2f")],
+    )
+    labels = points.mark_text(dx=10, align="left").encode(text="language:N")
+    return (identity + points + labels).properties(width=300, height=300, title=title)
+
+
+def case_heatmap(case: pd.DataFrame, title: str = "") -> alt.LayerChart:
+    """One item's soft score in every version (rows) and model (columns): colour from
+    anti-stereotyped (blue) through 0.5 to stereotyped (red); the value is printed, in bold where
+    the model chooses the stereotyped continuation."""
+    data = case.assign(version=np.where(case["variant"] == "rewording", case["language"] + " ~ " + case["via"],
+                                        np.where(case["variant"] == "original", "en (original)", case["language"])))
+    order = list(dict.fromkeys(data["version"]))
+    base = alt.Chart(data).encode(y=alt.Y("version:N", sort=order, title=None),
+                                  x=alt.X("model:N", title=None, axis=alt.Axis(labelAngle=0, orient="top")))
+    heat = base.mark_rect().encode(
+        color=alt.Color("soft:Q", scale=alt.Scale(scheme="redblue", domain=[0, 1], reverse=True), title="soft"),
+        tooltip=["model", "version", alt.Tooltip("soft:Q", format=".3f"), "choice"])
+    plain = base.mark_text(fontSize=11).encode(text=alt.Text("soft:Q", format=".2f")).transform_filter(
+        alt.datum.choice != "stereotyped")
+    bold = base.mark_text(fontSize=11, fontWeight="bold").encode(text=alt.Text("soft:Q", format=".2f")).transform_filter(
+        alt.datum.choice == "stereotyped")
+    return (heat + plain + bold).properties(width=110 * data["model"].nunique(), height=24 * len(order), title=title)

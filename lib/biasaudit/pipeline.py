@@ -10,6 +10,7 @@ import time
 
 import pandas as pd
 
+from biasaudit.analyses import scores_by_text
 from biasaudit.bbq import load_bbq
 from biasaudit.items import ITEM_COLUMNS, read_items, select_items
 from biasaudit.stereoset import load_stereoset
@@ -128,3 +129,57 @@ def read_scores(run_name: str, *, models: list[str] | None = None, scorer_bounda
     if models is not None:
         keep &= scores["model"].isin(models)
     return scores.loc[keep].reset_index(drop=True)
+
+
+def rerun_with_errors(
+    run_name: str,
+    items: pd.DataFrame,
+    *,
+    models: list[str],
+    sources: list[str],
+    data_dir: str = "",
+    stereoset_per_category: int = 50,
+    bbq_per_category: int = 30,
+    seed: int = 20261129,
+    batch_size: int = 16,
+    device: str | None = None,
+) -> pd.DataFrame:
+    """Rerun the real pipeline on `items` under all eight combinations of the three errors.
+
+    `items` are correct item versions (e.g. `rescore_subset` of a run's items). Their StereoSet
+    and BBQ rows are loaded again through `load_sources` with `stereoset_label_map` and
+    `bbq_roles_by_order` switched on or off (the loaders keep the same items either way; `sources`,
+    `data_dir`, the per-category sizes and `seed` must be those the items were loaded with); the
+    written rows are unchanged by those two errors. Each setting is then scored with
+    `score_run` without and with `scorer_boundary`: correct items are scored (or found
+    in runs/<run>/scores.parquet and runs/<run>/scores_boundary_error.parquet, which cache every
+    scored version), and a permuted item takes the log-probs of its texts (`scores_by_text`).
+    Returns the stacked scores tables with the flag columns `label_errors` reads.
+    """
+    scored = {boundary: score_run(run_name, items, models=models, batch_size=batch_size, device=device,
+                                           scorer_boundary=boundary)[0]
+              for boundary in (False, True)}
+    public = items["source"].isin(["stereoset", "bbq"])
+    frames = []
+    for label_map in (False, True):
+        for roles_by_order in (False, True):
+            version = items
+            if public.any() and (label_map or roles_by_order):
+                loaded, _ = load_sources(
+                    sources, data_dir=data_dir, stereoset_per_category=stereoset_per_category,
+                    bbq_per_category=bbq_per_category, seed=seed, stereoset_label_map=label_map,
+                    bbq_roles_by_order=roles_by_order)
+                loaded = loaded.loc[loaded["item_id"].isin(items.loc[public, "item_id"])]
+                if len(loaded) != int(public.sum()):
+                    raise ValueError(
+                        f"reloading the sources with the errors gave {len(loaded)} of the {int(public.sum())} "
+                        "StereoSet/BBQ items; pass the sources, data_dir, sizes and seed they were loaded with")
+                version = pd.concat([items.loc[~public, ITEM_COLUMNS], loaded[ITEM_COLUMNS]], ignore_index=True)
+            for boundary in (False, True):
+                table, missing = scores_by_text(version, scored[boundary])
+                if len(missing):
+                    raise ValueError(f"{len(missing)} item version(s) have texts that were never scored, e.g. "
+                                     f"{missing['item_id'].head(3).tolist()}")
+                frames.append(table.assign(stereoset_label_map=label_map, bbq_roles_by_order=roles_by_order,
+                                           scorer_boundary=boundary))
+    return pd.concat(frames, ignore_index=True)

@@ -1,0 +1,516 @@
+"""The later chapters' analyses (sources, dimensions, faithful translations, summed scores, model
+agreement, the three pipeline errors, the case study) on small hand-built scores tables whose
+answers are worked out by hand or with numpy, scipy and statsmodels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.special import expit, logit
+from statsmodels.stats.multitest import multipletests
+
+from biasaudit import analyses
+from biasaudit.stats import sign_flip_pvalue
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+# --------------------------------------------------------------------------------------------
+# Building scores tables
+# --------------------------------------------------------------------------------------------
+
+
+def record(model: str, base: str, language: str, soft: float, *, variant: str | None = None, via: str = "human",
+           source: str = "written", dimension: str = "gender", ntok: tuple[int, int] = (2, 2),
+           texts: tuple[str, str, str, str] | None = None) -> dict:
+    """One scores row whose per-token mean contrast gives exactly `soft`; sums are mean × tokens."""
+    variant = variant or ("original" if language == "en" else "translation")
+    suffix = f"{language}~{via}" if variant == "rewording" else language
+    contrast = float(logit(soft))
+    context, stereo, anti, third = texts or (f"{base} says", f"{base} s {language}", f"{base} a {language}",
+                                             f"{base} t {language}")
+    row = {"model": model, "item_id": f"{base}/{suffix}", "base_id": base, "source": source, "dimension": dimension,
+           "category": dimension, "language": language, "variant": variant, "via": via, "context": context,
+           "stereotyped": stereo, "anti_stereotyped": anti, "third": third,
+           "third_kind": "unknown" if source == "bbq" else "unrelated"}
+    lengths = {"stereotyped": ntok[0], "anti_stereotyped": ntok[1], "third": 2}
+    for option, lp in (("stereotyped", contrast - 1.0), ("anti_stereotyped", -1.0), ("third", -4.0)):
+        row.update({f"lp_mean_{option}": lp, f"ntok_{option}": lengths[option],
+                    f"lp_sum_{option}": lp * lengths[option]})
+    return row
+
+
+def table(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# By source (chapter 14)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def three_sources() -> pd.DataFrame:
+    """Written and BBQ items translated into es and sw (BBQ shifts are four times larger);
+    StereoSet items in English only. English leans to the stereotype (0.5 to 0.8); translation
+    halves the distance from 0.5 and shifts down by a per-item amount, so every change is
+    negative; rewording keeps the English score."""
+    rng = np.random.default_rng(11)
+    rows = []
+    for model in ("m1", "m2"):
+        for source, n, scale in (("written", 10, 1.0), ("bbq", 8, 4.0), ("stereoset", 6, None)):
+            for i in range(n):
+                base = f"{source}-{i}"
+                english = float(rng.uniform(0.5, 0.8))
+                rows.append(record(model, base, "en", english, source=source))
+                rows.append(record(model, base, "en", english, variant="rewording", via="human-1", source=source))
+                if scale is None:
+                    continue
+                for language in ("es", "sw"):
+                    shift = -0.01 * scale * (1 + i % 3)
+                    rows.append(record(model, base, language, 0.5 + 0.5 * (english - 0.5) + shift, source=source))
+    return table(rows)
+
+
+def test_by_source_drop_is_the_mean_over_items_of_the_item_changes(three_sources):
+    result = analyses.by_source(three_sources, n_permutations=500, n_bootstrap=500).set_index("source")
+    assert list(result.index) == ["stereoset", "bbq", "written", "bbq + written"]
+    pairs = analyses.paired_with_english(analyses.item_scores(three_sources))
+    for source in ("bbq", "written"):
+        mine = pairs.loc[pairs["source"] == source]
+        expected = -mine.groupby("base_id")["change"].mean().mean()
+        row = result.loc[source]
+        assert row["drop"] == pytest.approx(expected)
+        assert row["drop_low"] <= row["drop"] <= row["drop_high"]
+        assert row["n_items"] == row["n_translated"] == mine["base_id"].nunique()
+        assert row["n_cells"] == 4 and row["n_languages"] == 2
+    pooled = pairs.loc[pairs["source"].isin(["bbq", "written"])]
+    assert result.loc["bbq + written", "drop"] == pytest.approx(-pooled.groupby("base_id")["change"].mean().mean())
+    assert result.loc["bbq + written", "n_items"] == 18
+
+
+def test_by_source_tests_each_source_as_its_own_family(three_sources):
+    result = analyses.by_source(three_sources, n_permutations=500, n_bootstrap=200).set_index("source")
+    scored = analyses.item_scores(three_sources)
+    pairs = analyses.paired_with_english(scored)
+    for source, n_items in (("written", 10), ("bbq", 8)):
+        mine = pairs.loc[pairs["source"] == source]
+        p = []
+        for _, cell in mine.groupby(["model", "language"]):
+            p.append(sign_flip_pvalue(cell["change"].to_numpy(), rng=np.random.default_rng(0)))  # exact: n <= 16
+        q = multipletests(p, method="fdr_bh")[1]
+        expected = int(sum(qv < 0.05 for qv in q))  # every change here is negative: reliable cells are drops
+        assert result.loc[source, "reliable_drops"] == expected
+        assert result.loc[source, "reliable_rises"] == 0
+    assert result.loc["bbq", "reliable_drops"] == 4, "large, consistent BBQ shifts are caught in every cell"
+
+
+def test_by_source_carry_over_and_a_source_without_translations(three_sources):
+    result = analyses.by_source(three_sources, n_permutations=200, n_bootstrap=200).set_index("source")
+    stereoset = result.loc["stereoset"]
+    assert stereoset["n_items"] == 6 and stereoset["n_translated"] == 0 and stereoset["n_cells"] == 0
+    assert np.isnan(stereoset["drop"]) and np.isnan(stereoset["slope_translation"])
+    assert stereoset["slope_rewording"] == pytest.approx(1.0) and stereoset["same_choice_rewording"] == 1.0
+    scored = analyses.item_scores(three_sources)
+    english = scored.loc[(scored["source"] == "stereoset") & (scored["variant"] == "original")]
+    assert stereoset["english_soft"] == pytest.approx(english["soft"].mean())
+    assert result.loc["written", "slope_rewording"] == pytest.approx(1.0)
+    # translated = 0.5 + (english − 0.5) / 2 + a shift that depends on the item: slope by least squares
+    pairs = analyses.paired_with_english(scored)
+    mine = pairs.loc[pairs["source"] == "written"]
+    centred = mine.assign(x=mine["soft_en"] - mine.groupby("model")["soft_en"].transform("mean"),
+                          y=mine["soft"] - mine.groupby("model")["soft"].transform("mean"))
+    assert result.loc["written", "slope_translation"] == pytest.approx((centred.x * centred.y).sum() / (centred.x ** 2).sum())
+
+
+def test_by_source_with_custom_groups(three_sources):
+    result = analyses.by_source(three_sources, n_permutations=200, n_bootstrap=200,
+                                groups={"everything": ["stereoset", "bbq", "written"]})
+    assert result["source"].tolist() == ["everything"] and result["n_items"].iloc[0] == 24
+
+
+# --------------------------------------------------------------------------------------------
+# By dimension (chapter 15)
+# --------------------------------------------------------------------------------------------
+
+
+def test_by_dimension_counts_reversals_by_hand():
+    rows = []
+    # gender: 3 items; English 0.8, 0.7, 0.52; translations 0.3 (reversed), 0.6 (kept), 0.2 (not leaning before)
+    for base, english, translated in (("g1", 0.8, 0.3), ("g2", 0.7, 0.6), ("g3", 0.52, 0.2)):
+        rows += [record("m", base, "en", english), record("m", base, "fr", translated)]
+    # race: 2 items, both leaning and both reversed, plus a rewording each
+    for base, english, translated in (("r1", 0.9, 0.4), ("r2", 0.6, 0.1)):
+        rows += [record("m", base, "en", english, dimension="race"), record("m", base, "fr", translated, dimension="race"),
+                 record("m", base, "en", english - 0.05, variant="rewording", via="h1", dimension="race")]
+    result = analyses.by_dimension(table(rows), n_bootstrap=200).set_index("dimension")
+    assert list(result.index) == ["gender", "race", "all"]
+    assert (result.loc["gender", "n_leaning"], result.loc["gender", "n_reversed"]) == (2, 1)
+    assert (result.loc["race", "n_leaning"], result.loc["race", "n_reversed"]) == (2, 2)
+    assert result.loc["all", "reversal_share"] == pytest.approx(3 / 4)
+    assert result.loc["gender", "drop"] == pytest.approx(np.mean([0.5, 0.1, 0.32]))
+    assert result.loc["race", "drop"] == pytest.approx(0.5)
+    assert result.loc["race", "r_translation"] == pytest.approx(1.0), "two points are always on a line"
+    assert result.loc["race", "r_rewording"] == pytest.approx(1.0) and np.isnan(result.loc["gender", "r_rewording"])
+    wider = analyses.by_dimension(table(rows), n_bootstrap=200, lean=0.25).set_index("dimension")
+    assert (wider.loc["all", "n_leaning"], wider.loc["all", "n_reversed"]) == (2, 0), "g1, r1 lean above 0.75; none falls below 0.25"
+    with pytest.raises(ValueError, match="lean"):
+        analyses.by_dimension(table(rows), lean=0.6)
+
+
+# --------------------------------------------------------------------------------------------
+# Faithful translations (chapter 16)
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def faithful_case() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Two models, 6 items, es and sw. Unfaithful versions lose 0.2; faithful ones 0.05."""
+    rows, judged = [], []
+    for model in ("m1", "m2"):
+        for i in range(6):
+            base = f"b{i}"
+            rows.append(record(model, base, "en", 0.7, source="stereoset" if i < 2 else "written"))
+            rows.append(record(model, base, "en", 0.68, variant="rewording", via="de",
+                               source="stereoset" if i < 2 else "written"))
+            for language, unfaithful in (("es", {0}), ("sw", {0, 1, 2})):
+                loss = 0.2 if i in unfaithful else 0.05
+                rows.append(record(model, base, language, 0.7 - loss, source="stereoset" if i < 2 else "written"))
+    for i in range(6):
+        judged.append({"item_id": f"b{i}/es", "similarity": 0.5 if i == 0 else 0.95})
+        if i != 5:  # b5/sw is not judged: it counts as not faithful
+            judged.append({"item_id": f"b{i}/sw", "similarity": 0.5 if i in (0, 1, 2) else 0.92})
+    return table(rows), pd.DataFrame(judged)
+
+
+def test_faithful_only_by_hand(faithful_case):
+    scores, similarity = faithful_case
+    result = analyses.faithful_only(scores, similarity, n_bootstrap=300).set_index("language")
+    es, sw, mean = result.loc["es"], result.loc["sw"], result.loc["mean"]
+    assert es["drop_all"] == pytest.approx((0.2 + 5 * 0.05) / 6)
+    assert es["drop_faithful"] == pytest.approx(0.05)
+    assert sw["drop_all"] == pytest.approx((3 * 0.2 + 3 * 0.05) / 6)
+    assert sw["drop_faithful"] == pytest.approx(0.05)  # b3, b4 faithful; b5 unjudged
+    assert (es["n_all"], es["n_faithful"], sw["n_faithful"], sw["n_unjudged"]) == (12, 10, 4, 2)
+    assert mean["drop_all"] == pytest.approx((es["drop_all"] + sw["drop_all"]) / 2), "languages weigh the same"
+    assert mean["reduction"] == pytest.approx(mean["drop_all"] - mean["drop_faithful"])
+    for row in (es, sw, mean):
+        assert row["reduction_low"] <= row["reduction"] + 1e-12 and row["reduction"] <= row["reduction_high"] + 1e-12
+    assert analyses.version_similarity(similarity, threshold=0.93)["faithful"].sum() == 5
+
+
+def test_faithful_only_needs_the_columns(faithful_case):
+    scores, similarity = faithful_case
+    with pytest.raises(KeyError, match="item_id and similarity"):
+        analyses.faithful_only(scores, similarity.rename(columns={"similarity": "cosine"}))
+
+
+def test_against_rewording_by_hand(faithful_case):
+    scores, similarity = faithful_case
+    result = analyses.against_rewording(scores, similarity, n_permutations=500, n_bootstrap=300)
+    assert list(dict.fromkeys(result["subset"])) == ["all items", "fully preserved", "without StereoSet"]
+    everything = result.loc[result["subset"] == "all items"].set_index("language")
+    # per item: translation change −0.2 or −0.05, rewording change −0.02
+    differences = {"es": [-0.18] + [-0.03] * 5, "sw": [-0.18] * 3 + [-0.03] * 3}
+    for language, d in differences.items():
+        assert everything.loc[language, "difference"] == pytest.approx(np.mean(d))
+        assert everything.loc[language, "rewording_change"] == pytest.approx(-0.02)
+        assert everything.loc[language, "p"] == pytest.approx(sign_flip_pvalue(np.array(d), rng=np.random.default_rng(0)))
+    assert np.allclose(everything["q"], multipletests(everything["p"], method="fdr_bh")[1])
+    preserved = result.loc[result["subset"] == "fully preserved"]
+    assert set(preserved["n_items"]) == {2}, "b3 and b4 are faithful in both languages (b5/sw is unjudged)"
+    assert preserved["difference"].tolist() == pytest.approx([-0.03, -0.03])
+    without = result.loc[result["subset"] == "without StereoSet"].set_index("language")
+    assert without.loc["sw", "n_items"] == 4 and without.loc["sw", "difference"] == pytest.approx((-0.18 - 3 * 0.03) / 4)
+    no_judge = analyses.against_rewording(scores, n_permutations=200, n_bootstrap=100)
+    assert "fully preserved" not in set(no_judge["subset"])
+
+
+# --------------------------------------------------------------------------------------------
+# Summed against per-token mean (chapter 17)
+# --------------------------------------------------------------------------------------------
+
+
+def test_summed_vs_mean_by_hand():
+    rows = []
+    for model in ("m1", "m2"):
+        for i in range(8):
+            english, translated = 0.6 + 0.02 * i, 0.55 + 0.02 * i
+            rows.append(record(model, f"b{i}", "en", english, ntok=(2, 2)))
+            # the stereotyped translation takes one token more: sums penalise it
+            rows.append(record(model, f"b{i}", "ko", translated, ntok=(3, 2)))
+    scores = table(rows)
+    assert analyses.has_aggregate(scores, "sum") and analyses.has_aggregate(scores, "mean")
+    result = analyses.summed_vs_mean(scores, n_permutations=200).set_index("language")
+    assert result.index[0] == "en"
+    assert result.loc["en", "soft_mean"] == pytest.approx(np.mean([0.6 + 0.02 * i for i in range(8)]))
+    # sums: contrast = 2 (lp_s − lp_a) in English; 3 lp_s − 2 lp_a with lp_s = c − 1, lp_a = −1 in Korean
+    english = [expit(2 * logit(0.6 + 0.02 * i)) for i in range(8)]
+    korean = [expit(3 * (logit(0.55 + 0.02 * i) - 1) + 2) for i in range(8)]
+    assert result.loc["en", "soft_sum"] == pytest.approx(np.mean(english))
+    assert result.loc["ko", "drop_sum"] == pytest.approx(np.mean(english) - np.mean(korean))
+    assert result.loc["ko", "drop_mean"] == pytest.approx(0.05)
+    assert result.loc["ko", "token_gap"] == 1.0 and result.loc["en", "token_gap"] == 0.0
+    same = np.mean([(c > 0) == (3 * (c - 1) + 2 > 0) for c in logit([0.55 + 0.02 * i for i in range(8)])])
+    assert result.loc["ko", "same_binary"] == pytest.approx(same)
+    means_only = scores.assign(lp_sum_stereotyped=np.nan)
+    assert not analyses.has_aggregate(means_only, "sum")
+    with pytest.raises(ValueError, match="summed log-probs"):
+        analyses.summed_vs_mean(means_only)
+
+
+# --------------------------------------------------------------------------------------------
+# Model agreement (chapter 18)
+# --------------------------------------------------------------------------------------------
+
+
+def test_model_agreement_pairs_and_center():
+    rng = np.random.default_rng(5)
+    english = rng.uniform(0.3, 0.8, size=12)
+    noise = rng.normal(0, 0.05, size=12)
+    rows = []
+    for model, sign in (("m1", 1.0), ("m2", 1.0), ("m3", -1.0)):
+        for i in range(12):
+            rows.append(record(model, f"b{i}", "en", english[i]))
+            # translated = 0.51 + (english − 0.5) / 2 ± noise: the change's noise part is shared (m1, m2) or mirrored (m3)
+            rows.append(record(model, f"b{i}", "hi", 0.51 + 0.5 * (english[i] - 0.5) + sign * noise[i]))
+    result = analyses.model_agreement(table(rows), frequency=False).set_index("group")
+    assert result.loc["en", "agreement_scores"] == pytest.approx(1.0)
+    assert result.loc["en", "n_model_pairs"] == 3
+    change = 0.01 - 0.5 * (english - 0.5) + noise
+    mirrored = 0.01 - 0.5 * (english - 0.5) - noise
+    r = np.corrcoef(change, mirrored)[0, 1]
+    assert result.loc["hi", "agreement_change"] == pytest.approx((1 + 2 * r) / 3)
+    changes = np.concatenate([change, change, mirrored])
+    assert result.loc["hi", "sd_change"] == pytest.approx(changes.std(ddof=1))
+    fit = np.polyfit(np.tile(english, 3), np.tile(english, 3) + changes, 1)
+    assert result.loc["hi", "center"] == pytest.approx(fit[1] + fit[0] * 0.5)
+    assert result.loc["hi", "center"] == pytest.approx(0.51, abs=0.03)
+
+
+def test_model_agreement_regresses_out_surface_properties():
+    rng = np.random.default_rng(8)
+    rows = []
+    for model in ("m1", "m2"):
+        for i in range(16):
+            english = float(rng.uniform(0.4, 0.7))
+            extra = int(i % 4)  # token-count difference of the translated continuations
+            rows.append(record(model, f"b{i}", "en", english, ntok=(3, 3)))
+            rows.append(record(model, f"b{i}", "ar", english - 0.1 + 0.03 * extra + (0.02 if model == "m2" else 0.0),
+                               ntok=(3 + extra, 3)))
+    result = analyses.model_agreement(table(rows), frequency=False).set_index("group")
+    arabic = result.loc["ar"]
+    assert "token_diff" in arabic["features"] and "zipf_diff" not in arabic["features"]
+    assert arabic["r2"] == pytest.approx(1.0), "the change is the model's level plus 0.03 per extra token"
+    levels = [-0.1] * 16 + [-0.08] * 16  # only the model levels remain
+    assert arabic["sd_change_adjusted"] == pytest.approx(np.std(levels, ddof=1))
+    assert arabic["r2_model"] < arabic["r2"]
+
+
+def test_model_agreement_without_surface_properties():
+    rows = []
+    for i in range(5):
+        rows += [record("m", f"b{i}", "en", 0.5 + 0.05 * i), record("m", f"b{i}", "sw", 0.5 + 0.03 * i)]
+    scores = table(rows).drop(columns=[c for c in table(rows).columns if c.startswith(("ntok_", "lp_sum_"))])
+    scores[["stereotyped", "anti_stereotyped"]] = None
+    result = analyses.model_agreement(scores).set_index("group")
+    assert np.isnan(result.loc["sw", "agreement_change"]) and result.loc["sw", "n_model_pairs"] == 0
+    assert result.loc["sw", "features"] == "" and np.isnan(result.loc["sw", "r2"])
+    assert result.loc["sw", "center"] == pytest.approx(0.5 + 0.03 * 0 + 0.6 * 0.0, abs=0.5)
+
+
+def test_word_frequency_support_says_why():
+    pytest.importorskip("wordfreq")
+    support = analyses.word_frequency_support(["en", "sw"]).set_index("language")
+    assert support.loc["en", "available"] and not support.loc["sw", "available"]
+    assert "no word list" in support.loc["sw", "note"]
+
+
+def test_surface_properties_by_hand():
+    wordfreq = pytest.importorskip("wordfreq")
+    rows = [record("m", "b0", "en", 0.6, ntok=(4, 2), texts=("The nurse", "was very tired", "was happy", "sky")),
+            record("m", "b0", "sw", 0.6, ntok=(5, 1), texts=("Muuguzi", "alikuwa amechoka", "alifurahi", "anga"))]
+    surface = analyses.surface_properties(table(rows)).set_index("language")
+    assert surface.loc["en", "token_diff"] == 2 and surface.loc["en", "length"] == 3
+    expected = (np.mean([wordfreq.zipf_frequency(w, "en") for w in ("was", "very", "tired")])
+                - np.mean([wordfreq.zipf_frequency(w, "en") for w in ("was", "happy")]))
+    assert surface.loc["en", "zipf_diff"] == pytest.approx(expected)
+    assert np.isnan(surface.loc["sw", "zipf_diff"]), "wordfreq has no Swahili: no frequency, not English's"
+
+
+# --------------------------------------------------------------------------------------------
+# The three pipeline errors (chapter 20)
+# --------------------------------------------------------------------------------------------
+
+
+def test_error_settings_and_names():
+    settings = analyses.error_settings()
+    assert len(settings) == 8 and len({tuple(s.values()) for s in settings}) == 8
+    assert analyses.setting_name(settings[0]) == "none"
+    assert analyses.setting_name(settings[-1]) == "stereoset_label_map + bbq_roles_by_order + scorer_boundary"
+
+
+def test_label_errors_by_hand():
+    rows_fixed, rows_broken = [], []
+    for i in range(6):
+        for model in ("m1", "m2"):
+            rows_fixed += [record(model, f"s{i}", "en", 0.7, source="stereoset"),
+                           record(model, f"s{i}", "fr", 0.6, source="stereoset")]
+            # the label map swaps the roles: soft becomes 1 − soft
+            rows_broken += [record(model, f"s{i}", "en", 0.3, source="stereoset", ntok=(0, 2)),
+                            record(model, f"s{i}", "fr", 0.4, source="stereoset")]
+    stacked = pd.concat([table(rows_fixed).assign(stereoset_label_map=False),
+                         table(rows_broken).assign(stereoset_label_map=True)], ignore_index=True)
+    result = analyses.label_errors(stacked, n_permutations=200).set_index("setting")
+    assert list(result.index) == ["none", "stereoset_label_map"]
+    assert result.loc["none", "english_soft"] == pytest.approx(0.7)
+    assert result.loc["stereoset_label_map", "english_soft"] == pytest.approx(0.3)
+    assert result.loc["none", "english_binary"] == 1.0 and result.loc["stereoset_label_map", "english_binary"] == 0.0
+    assert (result.loc["none", "n_cells"], result.loc["none", "cells_below"]) == (2, 2)
+    assert result.loc["stereoset_label_map", "cells_below"] == 0, "the language now scores above English"
+    assert result.loc["none", "reliable_drops"] == 2, "6 identical changes: exact p = 2/64 in both cells, q < 0.05"
+    assert result.loc["stereoset_label_map", "reliable_drops"] == 0
+    assert result.loc["stereoset_label_map", "empty_options"] == 12 and result.loc["none", "empty_options"] == 0
+    assert not result["scorer_boundary"].any()
+    per_source = analyses.label_errors(stacked, n_permutations=200, by="source")
+    assert set(per_source["source"]) == {"stereoset"}
+
+
+def test_released_label_settings_permute_by_the_map():
+    rows = [record("m", "ss_1", "en", 0.8, source="stereoset"), record("m", "bbq_A_1", "en", 0.6, source="bbq"),
+            record("m", "bbq_A_2", "en", 0.9, source="bbq"), record("m", "gp_1", "en", 0.7)]
+    raw = table(rows).drop(columns=[c for c in table(rows).columns if c.startswith(("lp_sum", "ntok"))])
+    fix = {"ss_1": {"stereotype": "anti_stereotype", "anti_stereotype": "stereotype", "unrelated": "unrelated"},
+           "bbq_A_1": {"stereotype": "unrelated", "anti_stereotype": "stereotype", "unrelated": "anti_stereotype"},
+           "bbq_A_2": None}
+    settings = analyses.released_label_settings(raw, fix)
+    assert len(settings) == 4 * 3 and "bbq_A_2" not in set(settings["base_id"])
+    fixed = settings.loc[~settings["stereoset_label_map"] & ~settings["bbq_roles_by_order"]].set_index("base_id")
+    raw_rows = raw.set_index("base_id")
+    assert fixed.loc["ss_1", "lp_mean_stereotyped"] == raw_rows.loc["ss_1", "lp_mean_anti_stereotyped"]
+    assert fixed.loc["bbq_A_1", "lp_mean_stereotyped"] == raw_rows.loc["bbq_A_1", "lp_mean_third"]
+    assert fixed.loc["bbq_A_1", "lp_mean_third"] == raw_rows.loc["bbq_A_1", "lp_mean_anti_stereotyped"]
+    assert fixed.loc["gp_1", "lp_mean_stereotyped"] == raw_rows.loc["gp_1", "lp_mean_stereotyped"]
+    only_map = settings.loc[settings["stereoset_label_map"] & ~settings["bbq_roles_by_order"]].set_index("base_id")
+    assert only_map.loc["ss_1", "lp_mean_stereotyped"] == raw_rows.loc["ss_1", "lp_mean_stereotyped"]
+    assert only_map.loc["bbq_A_1", "lp_mean_stereotyped"] == raw_rows.loc["bbq_A_1", "lp_mean_third"]
+    errors = analyses.label_errors(settings, n_permutations=100).set_index("setting")
+    assert errors.loc["none", "english_soft"] == pytest.approx(np.mean([0.2, expit(-4 - logit(0.6) + 1), 0.7]))
+
+
+def test_scores_by_text_follows_texts_not_roles():
+    scored = table([record("m", "s1", "en", 0.8, texts=("ctx", "he is", "she is", "sky"))])
+    swapped = scored.drop(columns=[c for c in scored.columns if c.startswith(("lp_", "ntok_")) or c == "model"])
+    swapped[["stereotyped", "anti_stereotyped"]] = ["she is", "he is"]
+    found, missing = analyses.scores_by_text(swapped, scored)
+    assert missing.empty and len(found) == 1
+    assert analyses.item_scores(found)["soft"].iloc[0] == pytest.approx(0.2)
+    changed = swapped.assign(third="moon")
+    found, missing = analyses.scores_by_text(changed, scored)
+    assert found.empty and missing["item_id"].tolist() == ["s1/en"]
+
+
+def test_rescore_subset_keeps_written_items_and_samples_sources():
+    rows = []
+    for i in range(3):
+        rows += [record("m", f"w{i}", "en", 0.6), record("m", f"w{i}", "es", 0.6), record("m", f"w{i}", "sw", 0.6),
+                 record("m", f"w{i}", "en", 0.6, variant="rewording", via="human-1"),
+                 record("m", f"w{i}", "en", 0.6, variant="rewording", via="human-2")]
+    for i in range(5):
+        rows.append(record("m", f"s{i}", "en", 0.6, source="stereoset"))
+    items = table(rows).drop(columns="model")
+    subset = analyses.rescore_subset(items, languages=["sw"], routes=["human-1"], per_category=2, seed=1)
+    assert set(subset.loc[subset["source"] == "written", "language"]) == {"en", "sw"}
+    assert set(subset["via"]) == {"human", "human-1"}
+    assert (subset["source"] == "stereoset").sum() == 2
+    again = analyses.rescore_subset(items, languages=["sw"], routes=["human-1"], per_category=2, seed=1)
+    assert again.equals(subset)
+    assert (analyses.rescore_subset(items, languages=[], routes=[], per_category=0)["source"] == "written").all()
+
+
+def test_error_example_picks_the_item_that_moves_most():
+    none = table([record("m", "s1", "en", 0.6, source="stereoset"), record("m", "s2", "en", 0.9, source="stereoset")])
+    broken = table([record("m", "s1", "en", 0.4, source="stereoset"), record("m", "s2", "en", 0.1, source="stereoset")])
+    stacked = pd.concat([none.assign(stereoset_label_map=False), broken.assign(stereoset_label_map=True)])
+    example = analyses.error_example(stacked, "stereoset_label_map", source="stereoset")
+    assert example["item_id"].unique().tolist() == ["s2/en"]
+    assert example["setting"].tolist() == ["none", "stereoset_label_map"]
+    assert example["choice"].tolist() == ["stereotyped", "anti-stereotyped"]
+    assert analyses.error_example(stacked, "bbq_roles_by_order").empty
+    with pytest.raises(ValueError, match="flag"):
+        analyses.error_example(stacked, "typo")
+
+
+def test_boundary_example_marks_the_unscored_first_token(tiny_lm):
+    _, tokenizer = tiny_lm
+    tokens = analyses.boundary_example(tokenizer, "The nurse said that", "she was tired.")
+    joint = tokens.loc[tokens["scorer"] == "joint (correct)"]
+    separate = tokens.loc[tokens["scorer"] == "separate (boundary error)"]
+    assert joint.loc[joint["part"] == "continuation", "scored"].all()
+    continuation = separate.loc[separate["part"] == "continuation"]
+    assert not continuation["scored"].iloc[0] and continuation["scored"].iloc[1:].all()
+    assert not joint.loc[joint["part"] == "context", "scored"].any()
+
+
+@pytest.mark.filterwarnings("ignore::biasaudit.bbq.MissingCategoryWarning")
+def test_rerun_with_errors_runs_the_real_pipeline(tiny_lm, tmp_path, monkeypatch):
+    """Written items and the invented StereoSet/BBQ fixtures, scored by a tiny model saved to disk."""
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
+    network, tokenizer = tiny_lm
+    model_dir = tmp_path / "tiny"
+    network.save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    from biasaudit import pipeline
+
+    public, _ = pipeline.load_sources(["stereoset", "bbq"], data_dir=str(FIXTURES), stereoset_per_category=2,
+                                      bbq_per_category=2)
+    written = table([record("x", "w1", "en", 0.6, texts=("The nurse said that", "she was tired.", "he was tired.",
+                                                          "the sky is green.")),
+                     record("x", "w1", "es", 0.6, texts=("La enfermera dijo que", "ella estaba cansada.",
+                                                          "él estaba cansado.", "el mango."))])
+    items = pd.concat([written.drop(columns="model"), public], ignore_index=True)[list(public.columns)]
+    reruns = pipeline.rerun_with_errors("t", items, models=[str(model_dir)], sources=["stereoset", "bbq"],
+                                        data_dir=str(FIXTURES), stereoset_per_category=2, bbq_per_category=2)
+    assert len(reruns) == 8 * len(items)
+    assert (tmp_path / "runs" / "t" / "scores_boundary_error.parquet").exists()
+    scored = analyses.item_scores(reruns).assign(
+        **{flag: reruns[flag].to_numpy() for flag in analyses.ERROR_FLAGS}).set_index(
+        ["stereoset_label_map", "bbq_roles_by_order", "scorer_boundary", "item_id"])["soft"]
+    stereoset = public.loc[public["source"] == "stereoset", "item_id"]
+    for item_id in stereoset:
+        assert scored[(True, False, False, item_id)] == pytest.approx(1 - scored[(False, False, False, item_id)])
+    assert scored[(False, False, True, "w1/en")] != pytest.approx(scored[(False, False, False, "w1/en")])
+    assert scored[(True, True, False, "w1/en")] == scored[(False, False, False, "w1/en")], "errors 1 and 2 spare written items"
+    table_ = analyses.label_errors(reruns, n_permutations=100)
+    assert len(table_) == 8
+
+
+# --------------------------------------------------------------------------------------------
+# One item in every language (chapter 21)
+# --------------------------------------------------------------------------------------------
+
+
+def test_case_study_picks_the_item_strong_in_every_model():
+    rows = []
+    for model, scores in (("m1", {"a": 0.95, "b": 0.8, "c": 0.99}), ("m2", {"a": 0.6, "b": 0.75, "c": 0.3})):
+        for base, english in scores.items():
+            rows += [record(model, base, "en", english), record(model, base, "de", english - 0.2)]
+    scores = table(rows)
+    assert analyses.pick_case(scores) == "b", "b leans at least 0.25 in both models; a only 0.1 in m2"
+    case = analyses.case_study(scores)
+    assert set(case["base_id"]) == {"b"} and len(case) == 4
+    assert case["variant"].tolist()[:2] == ["original", "original"]
+    german = case.loc[case["language"] == "de"].set_index("model")
+    assert german["change"].tolist() == pytest.approx([-0.2, -0.2])
+    assert german["choice"].tolist() == ["stereotyped", "stereotyped"], "0.6 and 0.55"
+    assert german.loc["m1", "stereotyped"] == "b s de"
+    chosen = analyses.case_study(scores, "c").set_index(["model", "language"])
+    assert chosen.loc[("m2", "en"), "choice"] == "anti-stereotyped"
+    with pytest.raises(KeyError, match="no item"):
+        analyses.case_study(scores, "zzz")
+    none_leans = table([record("m1", "a", "en", 0.3), record("m1", "a", "de", 0.3), record("m1", "b", "en", 0.45),
+                        record("m1", "b", "de", 0.4)])
+    assert analyses.pick_case(none_leans) == "a", "no item leans stereotyped: the strongest lean either way"
