@@ -148,6 +148,11 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
     stored = pd.read_parquet(out)
     assert len(stored) == len(small_items)
     assert stored.loc[stored["item_id"] == "a/en", "stereotyped"].item() == "she was very tired."
+    # a metadata edit that leaves the texts alone is not rescored, but shows in the result
+    calls.clear()
+    relabelled = edited.assign(dimension="profession")
+    result = scoring.score(relabelled, (model, tokenizer), model_name="tiny", out_path=out, progress=False)
+    assert calls == [] and (result["dimension"] == "profession").all()
 
 
 def test_packing_shares_the_context(tiny_lm, small_items):

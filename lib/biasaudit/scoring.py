@@ -304,8 +304,11 @@ def score(
                 _append(out_path, scored)
             done = pd.concat([done, scored], ignore_index=True) if len(done) else scored
         bar.close()
-    order = {item_id: i for i, item_id in enumerate(items["item_id"])}
-    return done.sort_values("item_id", key=lambda s: s.map(order)).reset_index(drop=True)
+    # Item columns come from `items` as given now: stored rows may predate an edit of metadata
+    # (dimension, via, ...) that did not change the texts, and so was not rescored.
+    scores = done[["model", "item_id", *SCORE_COLUMNS, "scorer_boundary"]]
+    table = items.merge(scores, on="item_id", how="inner", validate="one_to_one")
+    return table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
 
 
 def _read_done(out_path: str | Path, model_name: str, scorer_boundary: bool, items: pd.DataFrame) -> pd.DataFrame:
