@@ -19,6 +19,8 @@ context and continuation to keep the contrast, which field-wise comparison would
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import re
 from pathlib import Path
 from typing import Sequence
@@ -40,7 +42,7 @@ SENTENCE_COLUMNS: tuple[str, str] = ("stereotyped", "anti_stereotyped")
 # ---------------------------------------------------------------------------------------------
 
 
-class Embedder:
+class Embedder(ABC):
     """Text → L2-normalised vectors. Subclasses implement `_embed_batch`.
 
     Repeated texts are embedded once; vectors are cached on disk (keyed by embedder name and
@@ -57,8 +59,9 @@ class Embedder:
             self.store = KeyValueStore(cache_dir() / "embeddings.sqlite" if cache in (None, True) else cache)
         self.calls = 0
 
+    @abstractmethod
     def _embed_batch(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """Unit-length float32 rows for texts not found in the cache."""
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One row per text, float32, unit length."""

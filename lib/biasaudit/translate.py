@@ -22,6 +22,8 @@ pivot languages) and LLM paraphrasing (`Paraphraser`, in both orders with transl
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
+
 import difflib
 import hashlib
 import json
@@ -166,7 +168,7 @@ class Outcome:
     reason: str = ""
 
 
-class CachedTextMap:
+class CachedTextMap(ABC):
     """Map texts to outputs in batches, once per distinct text, through the on-disk cache.
 
     Subclasses set `backend`, implement `_generate` (texts → raw model outputs) and
@@ -196,11 +198,13 @@ class CachedTextMap:
     def model_name(self, source: str, target: str) -> str:
         return self.name
 
+    @abstractmethod
     def _generate(self, texts: list[str], source: str, target: str) -> list[str]:
-        raise NotImplementedError
+        """Raw model replies for texts not found in the cache, one per text."""
 
+    @abstractmethod
     def _outcome(self, raw: str, text: str, source: str, target: str) -> Outcome:
-        raise NotImplementedError
+        """The cleaned, validated output of one raw reply (or why it failed)."""
 
     def run_detailed(self, texts: Sequence[str], source: str, target: str) -> pd.DataFrame:
         """One row per input text: text, output (None if failed), raw, reason, cached.
