@@ -19,10 +19,9 @@ import time
 
 import numpy as np
 import pandas as pd
+from biasaudit import analyses
 from scipy import stats as sps
 from scipy.special import logit
-
-from biasaudit import analyses
 
 LANGUAGES = ["ar", "es", "fr", "hi", "ko", "sw", "zh"]
 ROUTES = ["de", "fi", "ja"]

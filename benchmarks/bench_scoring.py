@@ -13,7 +13,6 @@ import time
 
 import numpy as np
 import torch
-
 from biasaudit.items import read_items
 from biasaudit.models import load_model
 from biasaudit.reference import naive_scores

@@ -15,9 +15,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
-
 from biasaudit.stats import sign_flip_tests
+from scipy import stats as sps
 
 
 def study_table(seed: int, n_models: int = 10, n_languages: int = 7, n_items: int = 360) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import os
 import pandas as pd
 import pytest
 import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 CORPUS = [

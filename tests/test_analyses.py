@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit import analyses
+from biasaudit.options import StudyOptions
+from biasaudit.stats import sign_flip_pvalue
 from scipy import stats as sps
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests
-
-from biasaudit import analyses
-from biasaudit.stats import sign_flip_pvalue
 
 
 def scores_from_soft(rows: list[tuple[str, str, str, float]], third_gap: float = 3.0) -> pd.DataFrame:
@@ -65,7 +65,7 @@ def two_models() -> pd.DataFrame:
 
 
 def test_cell_tests_pair_items_and_correct_over_all_cells(two_models):
-    cells = analyses.cell_tests(two_models, n_permutations=2000, seed=1)
+    cells = analyses.cell_tests(two_models, options=StudyOptions(n_permutations=2000, seed=1))
     assert len(cells) == 4 and set(cells["n"]) == {12, 10}
     scored = analyses.item_scores(two_models)
     for row in cells.itertuples():
@@ -81,7 +81,7 @@ def test_cell_tests_pair_items_and_correct_over_all_cells(two_models):
 
 
 def test_language_drops_by_hand(two_models):
-    drops = analyses.language_drops(two_models, n_permutations=2000, seed=1).set_index("language")
+    drops = analyses.language_drops(two_models, options=StudyOptions(n_permutations=2000, seed=1)).set_index("language")
     scored = analyses.item_scores(two_models)
     pairs = analyses.paired_with_english(scored)
     sw = pairs[pairs.language == "sw"]

@@ -9,11 +9,11 @@ import pandas as pd
 import pingouin
 import pytest
 import statsmodels.formula.api as smf
+from biasaudit import analyses, stats
+from biasaudit.options import StudyOptions
 from scipy import stats as sps
 from scipy.special import logit
 from statsmodels.stats.multitest import multipletests
-
-from biasaudit import analyses, stats
 
 # --------------------------------------------------------------------------------------------
 # Building scores tables
@@ -161,7 +161,7 @@ def test_carry_over_from_sums_matches_carry_over():
 
 
 def test_floor_cells_use_english_rewordings_only(table, scored):
-    cells = analyses.floor_cells(table, n_permutations=500, seed=2)
+    cells = analyses.floor_cells(table, options=StudyOptions(n_permutations=500, seed=2))
     assert sorted(zip(cells["model"], cells["via"])) == [("m1", "human-1"), ("m1", "human-2"),
                                                          ("m2", "human-1"), ("m2", "human-2")]
     assert (cells["n"] == 12).all(), "the Spanish rewordings are not part of the floor"
@@ -176,9 +176,9 @@ def test_floor_cells_use_english_rewordings_only(table, scored):
 
 
 def test_noise_floor_by_route(table, scored):
-    floor = analyses.noise_floor(table, n_permutations=500, seed=2).set_index("via")
+    floor = analyses.noise_floor(table, options=StudyOptions(n_permutations=500, seed=2)).set_index("via")
     assert list(floor.index) == ["human-1", "human-2", "all routes"]
-    cells = analyses.floor_cells(table, n_permutations=500, seed=2)
+    cells = analyses.floor_cells(table, options=StudyOptions(n_permutations=500, seed=2))
     h1 = cells[cells.via == "human-1"]
     assert floor.loc["human-1", "floor"] == pytest.approx(h1["floor"].median())
     assert floor.loc["human-1", "noise_only"] == pytest.approx(h1["noise_only"].median())
@@ -195,15 +195,15 @@ def test_noise_floor_by_route(table, scored):
     assert floor.loc["all routes", "floor"] == pytest.approx(per_model.median())
     assert floor.loc["all routes", "n_cells"] == 4
     similarity = pd.DataFrame({"item_id": pairs["item_id"].unique()}).assign(similarity=0.9)
-    with_similarity = analyses.noise_floor(table, n_permutations=100, seed=2, similarity=similarity)
+    with_similarity = analyses.noise_floor(table, similarity=similarity, options=StudyOptions(n_permutations=100, seed=2))
     assert with_similarity["similarity"].tolist() == pytest.approx([0.9, 0.9, 0.9])
 
 
 def test_noise_floor_without_texts_or_rewordings(table):
     no_texts = table.assign(context=None, stereotyped=None, anti_stereotyped=None, third=None)
-    assert analyses.noise_floor(no_texts, n_permutations=100, seed=0)["share_unchanged"].isna().all()
+    assert analyses.noise_floor(no_texts, options=StudyOptions(n_permutations=100, seed=0))["share_unchanged"].isna().all()
     no_rewordings = table[table.variant != "rewording"]
-    assert analyses.noise_floor(no_rewordings, n_permutations=100, seed=0).empty
+    assert analyses.noise_floor(no_rewordings, options=StudyOptions(n_permutations=100, seed=0)).empty
 
 
 # --------------------------------------------------------------------------------------------
@@ -212,7 +212,7 @@ def test_noise_floor_without_texts_or_rewordings(table):
 
 
 def test_model_gaps_by_hand_and_against_the_slow_bootstrap(table, scored):
-    gaps = analyses.model_gaps(table, n_permutations=500, n_bootstrap=300, seed=7).set_index("model")
+    gaps = analyses.model_gaps(table, options=StudyOptions(n_permutations=500, n_bootstrap=300, seed=7)).set_index("model")
     for model in ("m1", "m2"):
         drops = {lang: -_changes(scored, model, "translation", "language", lang).mean() for lang in ("es", "sw")}
         floors = {via: abs(_changes(scored, model, "rewording", "via", via).mean()) for via in ("human-1", "human-2")}
@@ -243,10 +243,10 @@ def test_model_gaps_by_hand_and_against_the_slow_bootstrap(table, scored):
         both = both.assign(order=both["base_id"].map(order)).sort_values("order", kind="stable")
         reference = stats.cluster_bootstrap(both, cluster="base_id", statistic=statistic, n_boot=300, seed=seed)
         assert (row["gap_minus_floor"], row["low"], row["high"]) == pytest.approx(reference, rel=1e-9)
-    cells = analyses.cell_tests(table, n_permutations=500, seed=7)
+    cells = analyses.cell_tests(table, options=StudyOptions(n_permutations=500, seed=7))
     for model, group in cells.groupby("model"):
         assert gaps.loc[model, "reliable_drops"] == (group["reliable"] & (group["drop"] > 0)).sum()
-    mean_floor = analyses.model_gaps(table, n_permutations=100, n_bootstrap=50, seed=7, floor_over_routes="mean")
+    mean_floor = analyses.model_gaps(table, floor_over_routes="mean", options=StudyOptions(n_permutations=100, n_bootstrap=50, seed=7))
     assert mean_floor.set_index("model").loc["m1", "floor"] == pytest.approx(
         np.mean([abs(_changes(scored, "m1", "rewording", "via", v).mean()) for v in ("human-1", "human-2")]))
 
@@ -278,7 +278,7 @@ def test_carry_over_pairs_kinds(table):
 
 def test_carry_over_table_one_model_matches_linregress(table):
     one = table[table.model == "m1"]
-    out = analyses.carry_over_table(one, n_bootstrap=200, seed=3).set_index(["change", "group"])
+    out = analyses.carry_over_table(one, options=StudyOptions(n_bootstrap=200, seed=3)).set_index(["change", "group"])
     pairs = analyses.carry_over_pairs(one)
     for (change, group), row in out.iterrows():
         chunk = pairs[pairs.change == change]
@@ -295,7 +295,7 @@ def test_carry_over_table_one_model_matches_linregress(table):
 
 
 def test_carry_over_table_pools_models_within_model(table):
-    out = analyses.carry_over_table(table, n_bootstrap=300, seed=3).set_index(["change", "group"])
+    out = analyses.carry_over_table(table, options=StudyOptions(n_bootstrap=300, seed=3)).set_index(["change", "group"])
     pairs = analyses.carry_over_pairs(table)
     chunk = pairs[pairs.change == "translation"]
     # Least squares with a level per model (statsmodels) is the within-model pooled slope.
@@ -316,7 +316,7 @@ def test_carry_over_table_pools_models_within_model(table):
                                         statistic=slope, n_boot=300,
                                         seed=[3, stats.group_seed_key(("carry_over", "translation", "all"))])
     assert (row["slope"], row["slope_low"], row["slope_high"]) == pytest.approx(reference, rel=1e-8)
-    by_model = analyses.carry_over_table(table, n_bootstrap=50, seed=3, by_model=True)
+    by_model = analyses.carry_over_table(table, by_model=True, options=StudyOptions(n_bootstrap=50, seed=3))
     assert set(by_model["model"]) == {"m1", "m2"}
 
 
@@ -333,7 +333,7 @@ def test_detection_hand_worked_zero_changes():
         for i in range(8):
             rows.append(_record(model, f"b{i}", "en", "original", "human", 0.6 + 0.02 * i))
             rows.append(_record(model, f"b{i}", "en", "rewording", "human-1", 0.6 + 0.02 * i))
-    power = analyses.detection_power(pd.DataFrame(rows), deltas=[0.0, 0.001, 0.05], n_runs=5, seed=1)
+    power = analyses.detection_power(pd.DataFrame(rows), deltas=[0.0, 0.001, 0.05], n_runs=5, options=StudyOptions(seed=1))
     assert power["detected"].tolist() == [0.0, 1.0, 1.0]
     assert power["false_alarm"].iloc[0] == 0.0 and np.isnan(power["false_alarm"].iloc[1])
     assert (power["n_cells"] == 2).all() and (power["n_runs"] == 5).all()
@@ -342,17 +342,15 @@ def test_detection_hand_worked_zero_changes():
 def test_detection_calibrated_and_rising():
     table = study(seed=11, n_items=40, models=("m1", "m2", "m3", "m4"), floor_sd=0.05)
     deltas = [0.0, 0.01, 0.02, 0.04]
-    power = analyses.detection_power(table, deltas=deltas, n_runs=200, n_permutations=1_000, seed=5).set_index("delta")
+    power = analyses.detection_power(table, deltas=deltas, n_runs=200, options=StudyOptions(n_permutations=1_000, seed=5)).set_index("delta")
     tested = 200 * 8
     assert power.loc[0.0, "detected"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / tested)
     assert power.loc[0.0, "any_detected"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 200)
     assert power["detected"].is_monotonic_increasing
     assert power.loc[0.04, "detected"] > 0.9  # 0.04 is about 5 standard errors of the mean change
-    again = analyses.detection_power(table.sample(frac=1.0, random_state=2), deltas=deltas, n_runs=200,
-                                     n_permutations=1_000, seed=5).set_index("delta")
+    again = analyses.detection_power(table.sample(frac=1.0, random_state=2), deltas=deltas, n_runs=200, options=StudyOptions(n_permutations=1_000, seed=5)).set_index("delta")
     pd.testing.assert_frame_equal(power, again)
-    one = analyses.detection_power(table, deltas=deltas, n_runs=200, n_permutations=1_000, seed=5,
-                                   inject="one").set_index("delta")
+    one = analyses.detection_power(table, deltas=deltas, n_runs=200, inject="one", options=StudyOptions(n_permutations=1_000, seed=5)).set_index("delta")
     assert (one["false_alarm"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / (200 * 7))).all()
     assert one.loc[0.04, "detected"] > one.loc[0.0, "detected"]
     with pytest.raises(ValueError, match="inject"):
@@ -365,13 +363,12 @@ def test_detection_calibrated_and_rising():
 
 
 def test_cell_tests_languages_filter_and_spread(table, scored):
-    everything = analyses.cell_tests(table, variant="rewording", group="via", n_permutations=200, seed=1)
-    english = analyses.cell_tests(table, variant="rewording", group="via", n_permutations=200, seed=1,
-                                  languages=["en"])
+    everything = analyses.cell_tests(table, variant="rewording", group="via", options=StudyOptions(n_permutations=200, seed=1))
+    english = analyses.cell_tests(table, variant="rewording", group="via", languages=["en"], options=StudyOptions(n_permutations=200, seed=1))
     m1 = everything[(everything.model == "m1") & (everything.via == "human-1")].iloc[0]
     assert m1["n"] == 24, "without the filter the Spanish rewordings join the human-1 cell"
     assert (english["n"] == 12).all()
-    cells = analyses.cell_tests(table, n_permutations=200, seed=1)
+    cells = analyses.cell_tests(table, options=StudyOptions(n_permutations=200, seed=1))
     sw = _changes(scored, "m2", "translation", "language", "sw")
     row = cells[(cells.model == "m2") & (cells.language == "sw")].iloc[0]
     assert row["sd"] == pytest.approx(sw.std(ddof=1))

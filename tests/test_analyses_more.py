@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit import analyses, pipeline, scoring
+from biasaudit.options import StudyOptions
+from biasaudit.stats import sign_flip_pvalue
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests
-
-from biasaudit import analyses
-from biasaudit.stats import sign_flip_pvalue
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -76,7 +76,7 @@ def three_sources() -> pd.DataFrame:
 
 
 def test_by_source_drop_is_the_mean_over_items_of_the_item_changes(three_sources):
-    result = analyses.by_source(three_sources, n_permutations=500, n_bootstrap=500).set_index("source")
+    result = analyses.by_source(three_sources, options=StudyOptions(n_permutations=500, n_bootstrap=500)).set_index("source")
     assert list(result.index) == ["stereoset", "bbq", "written", "bbq + written"]
     pairs = analyses.paired_with_english(analyses.item_scores(three_sources))
     for source in ("bbq", "written"):
@@ -93,7 +93,7 @@ def test_by_source_drop_is_the_mean_over_items_of_the_item_changes(three_sources
 
 
 def test_by_source_tests_each_source_as_its_own_family(three_sources):
-    result = analyses.by_source(three_sources, n_permutations=500, n_bootstrap=200).set_index("source")
+    result = analyses.by_source(three_sources, options=StudyOptions(n_permutations=500, n_bootstrap=200)).set_index("source")
     scored = analyses.item_scores(three_sources)
     pairs = analyses.paired_with_english(scored)
     for source, n_items in (("written", 10), ("bbq", 8)):
@@ -109,7 +109,7 @@ def test_by_source_tests_each_source_as_its_own_family(three_sources):
 
 
 def test_by_source_carry_over_and_a_source_without_translations(three_sources):
-    result = analyses.by_source(three_sources, n_permutations=200, n_bootstrap=200).set_index("source")
+    result = analyses.by_source(three_sources, options=StudyOptions(n_permutations=200, n_bootstrap=200)).set_index("source")
     stereoset = result.loc["stereoset"]
     assert stereoset["n_items"] == 6 and stereoset["n_translated"] == 0 and stereoset["n_cells"] == 0
     assert np.isnan(stereoset["drop"]) and np.isnan(stereoset["slope_translation"])
@@ -127,8 +127,7 @@ def test_by_source_carry_over_and_a_source_without_translations(three_sources):
 
 
 def test_by_source_with_custom_groups(three_sources):
-    result = analyses.by_source(three_sources, n_permutations=200, n_bootstrap=200,
-                                groups={"everything": ["stereoset", "bbq", "written"]})
+    result = analyses.by_source(three_sources, groups={"everything": ["stereoset", "bbq", "written"]}, options=StudyOptions(n_permutations=200, n_bootstrap=200))
     assert result["source"].tolist() == ["everything"] and result["n_items"].iloc[0] == 24
 
 
@@ -146,7 +145,7 @@ def test_by_dimension_counts_reversals_by_hand():
     for base, english, translated in (("r1", 0.9, 0.4), ("r2", 0.6, 0.1)):
         rows += [record("m", base, "en", english, dimension="race"), record("m", base, "fr", translated, dimension="race"),
                  record("m", base, "en", english - 0.05, variant="rewording", via="h1", dimension="race")]
-    result = analyses.by_dimension(table(rows), n_bootstrap=200).set_index("dimension")
+    result = analyses.by_dimension(table(rows), options=StudyOptions(n_bootstrap=200)).set_index("dimension")
     assert list(result.index) == ["gender", "race", "all"]
     assert (result.loc["gender", "n_leaning"], result.loc["gender", "n_reversed"]) == (2, 1)
     assert (result.loc["race", "n_leaning"], result.loc["race", "n_reversed"]) == (2, 2)
@@ -155,7 +154,7 @@ def test_by_dimension_counts_reversals_by_hand():
     assert result.loc["race", "drop"] == pytest.approx(0.5)
     assert result.loc["race", "r_translation"] == pytest.approx(1.0), "two points are always on a line"
     assert result.loc["race", "r_rewording"] == pytest.approx(1.0) and np.isnan(result.loc["gender", "r_rewording"])
-    wider = analyses.by_dimension(table(rows), n_bootstrap=200, lean=0.25).set_index("dimension")
+    wider = analyses.by_dimension(table(rows), lean=0.25, options=StudyOptions(n_bootstrap=200)).set_index("dimension")
     assert (wider.loc["all", "n_leaning"], wider.loc["all", "n_reversed"]) == (2, 0), "g1, r1 lean above 0.75; none falls below 0.25"
     with pytest.raises(ValueError, match="lean"):
         analyses.by_dimension(table(rows), lean=0.6)
@@ -188,7 +187,7 @@ def faithful_case() -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def test_faithful_only_by_hand(faithful_case):
     scores, similarity = faithful_case
-    result = analyses.faithful_only(scores, similarity, n_bootstrap=300).set_index("language")
+    result = analyses.faithful_only(scores, similarity, options=StudyOptions(n_bootstrap=300)).set_index("language")
     es, sw, mean = result.loc["es"], result.loc["sw"], result.loc["mean"]
     assert es["drop_all"] == pytest.approx((0.2 + 5 * 0.05) / 6)
     assert es["drop_faithful"] == pytest.approx(0.05)
@@ -210,7 +209,7 @@ def test_faithful_only_needs_the_columns(faithful_case):
 
 def test_against_rewording_by_hand(faithful_case):
     scores, similarity = faithful_case
-    result = analyses.against_rewording(scores, similarity, n_permutations=500, n_bootstrap=300)
+    result = analyses.against_rewording(scores, similarity, options=StudyOptions(n_permutations=500, n_bootstrap=300))
     assert list(dict.fromkeys(result["subset"])) == ["all items", "fully preserved", "without StereoSet"]
     everything = result.loc[result["subset"] == "all items"].set_index("language")
     # per item: translation change −0.2 or −0.05, rewording change −0.02
@@ -225,7 +224,7 @@ def test_against_rewording_by_hand(faithful_case):
     assert preserved["difference"].tolist() == pytest.approx([-0.03, -0.03])
     without = result.loc[result["subset"] == "without StereoSet"].set_index("language")
     assert without.loc["sw", "n_items"] == 4 and without.loc["sw", "difference"] == pytest.approx((-0.18 - 3 * 0.03) / 4)
-    no_judge = analyses.against_rewording(scores, n_permutations=200, n_bootstrap=100)
+    no_judge = analyses.against_rewording(scores, options=StudyOptions(n_permutations=200, n_bootstrap=100))
     assert "fully preserved" not in set(no_judge["subset"])
 
 
@@ -244,7 +243,7 @@ def test_summed_vs_mean_by_hand():
             rows.append(record(model, f"b{i}", "ko", translated, ntok=(3, 2)))
     scores = table(rows)
     assert analyses.has_aggregate(scores, "sum") and analyses.has_aggregate(scores, "mean")
-    result = analyses.summed_vs_mean(scores, n_permutations=200).set_index("language")
+    result = analyses.summed_vs_mean(scores, options=StudyOptions(n_permutations=200)).set_index("language")
     assert result.index[0] == "en"
     assert result.loc["en", "soft_mean"] == pytest.approx(np.mean([0.6 + 0.02 * i for i in range(8)]))
     # sums: contrast = 2 (lp_s − lp_a) in English; 3 lp_s − 2 lp_a with lp_s = c − 1, lp_a = −1 in Korean
@@ -364,7 +363,7 @@ def test_label_errors_by_hand():
                             record(model, f"s{i}", "fr", 0.4, source="stereoset")]
     stacked = pd.concat([table(rows_fixed).assign(stereoset_label_map=False),
                          table(rows_broken).assign(stereoset_label_map=True)], ignore_index=True)
-    result = analyses.label_errors(stacked, n_permutations=200).set_index("setting")
+    result = analyses.label_errors(stacked, options=StudyOptions(n_permutations=200)).set_index("setting")
     assert list(result.index) == ["none", "stereoset_label_map"]
     assert result.loc["none", "english_soft"] == pytest.approx(0.7)
     assert result.loc["stereoset_label_map", "english_soft"] == pytest.approx(0.3)
@@ -375,7 +374,7 @@ def test_label_errors_by_hand():
     assert result.loc["stereoset_label_map", "reliable_drops"] == 0
     assert result.loc["stereoset_label_map", "empty_options"] == 12 and result.loc["none", "empty_options"] == 0
     assert not result["scorer_boundary"].any()
-    per_source = analyses.label_errors(stacked, n_permutations=200, by="source")
+    per_source = analyses.label_errors(stacked, by="source", options=StudyOptions(n_permutations=200))
     assert set(per_source["source"]) == {"stereoset"}
 
 
@@ -397,7 +396,7 @@ def test_released_label_settings_permute_by_the_map():
     only_map = settings.loc[settings["stereoset_label_map"] & ~settings["bbq_roles_by_order"]].set_index("base_id")
     assert only_map.loc["ss_1", "lp_mean_stereotyped"] == raw_rows.loc["ss_1", "lp_mean_stereotyped"]
     assert only_map.loc["bbq_A_1", "lp_mean_stereotyped"] == raw_rows.loc["bbq_A_1", "lp_mean_third"]
-    errors = analyses.label_errors(settings, n_permutations=100).set_index("setting")
+    errors = analyses.label_errors(settings, options=StudyOptions(n_permutations=100)).set_index("setting")
     assert errors.loc["none", "english_soft"] == pytest.approx(np.mean([0.2, expit(-4 - logit(0.6) + 1), 0.7]))
 
 
@@ -405,11 +404,11 @@ def test_scores_by_text_follows_texts_not_roles():
     scored = table([record("m", "s1", "en", 0.8, texts=("ctx", "he is", "she is", "sky"))])
     swapped = scored.drop(columns=[c for c in scored.columns if c.startswith(("lp_", "ntok_")) or c == "model"])
     swapped[["stereotyped", "anti_stereotyped"]] = ["she is", "he is"]
-    found, missing = analyses.scores_by_text(swapped, scored)
+    found, missing = pipeline.scores_by_text(swapped, scored)
     assert missing.empty and len(found) == 1
     assert analyses.item_scores(found)["soft"].iloc[0] == pytest.approx(0.2)
     changed = swapped.assign(third="moon")
-    found, missing = analyses.scores_by_text(changed, scored)
+    found, missing = pipeline.scores_by_text(changed, scored)
     assert found.empty and missing["item_id"].tolist() == ["s1/en"]
 
 
@@ -422,13 +421,13 @@ def test_rescore_subset_keeps_written_items_and_samples_sources():
     for i in range(5):
         rows.append(record("m", f"s{i}", "en", 0.6, source="stereoset"))
     items = table(rows).drop(columns="model")
-    subset = analyses.rescore_subset(items, languages=["sw"], routes=["human-1"], per_category=2, seed=1)
+    subset = pipeline.rescore_subset(items, languages=["sw"], routes=["human-1"], per_category=2, seed=1)
     assert set(subset.loc[subset["source"] == "written", "language"]) == {"en", "sw"}
     assert set(subset["via"]) == {"human", "human-1"}
     assert (subset["source"] == "stereoset").sum() == 2
-    again = analyses.rescore_subset(items, languages=["sw"], routes=["human-1"], per_category=2, seed=1)
+    again = pipeline.rescore_subset(items, languages=["sw"], routes=["human-1"], per_category=2, seed=1)
     assert again.equals(subset)
-    assert (analyses.rescore_subset(items, languages=[], routes=[], per_category=0)["source"] == "written").all()
+    assert (pipeline.rescore_subset(items, languages=[], routes=[], per_category=0)["source"] == "written").all()
 
 
 def test_error_example_picks_the_item_that_moves_most():
@@ -446,7 +445,7 @@ def test_error_example_picks_the_item_that_moves_most():
 
 def test_boundary_example_marks_the_unscored_first_token(tiny_lm):
     _, tokenizer = tiny_lm
-    tokens = analyses.boundary_example(tokenizer, "The nurse said that", "she was tired.")
+    tokens = scoring.boundary_example(tokenizer, "The nurse said that", "she was tired.")
     joint = tokens.loc[tokens["scorer"] == "joint (correct)"]
     separate = tokens.loc[tokens["scorer"] == "separate (boundary error)"]
     assert joint.loc[joint["part"] == "continuation", "scored"].all()
@@ -484,7 +483,7 @@ def test_rerun_with_errors_runs_the_real_pipeline(tiny_lm, tmp_path, monkeypatch
         assert scored[(True, False, False, item_id)] == pytest.approx(1 - scored[(False, False, False, item_id)])
     assert scored[(False, False, True, "w1/en")] != pytest.approx(scored[(False, False, False, "w1/en")])
     assert scored[(True, True, False, "w1/en")] == scored[(False, False, False, "w1/en")], "errors 1 and 2 spare written items"
-    table_ = analyses.label_errors(reruns, n_permutations=100)
+    table_ = analyses.label_errors(reruns, options=StudyOptions(n_permutations=100))
     assert len(table_) == 8
 
 

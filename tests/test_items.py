@@ -6,7 +6,6 @@ import csv
 
 import pandas as pd
 import pytest
-
 from biasaudit.items import (
     DEFAULT_BANK,
     ITEM_COLUMNS,

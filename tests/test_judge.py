@@ -10,7 +10,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import sacrebleu
-
 from biasaudit import judge
 from biasaudit import translate as tr
 from biasaudit.items import read_items

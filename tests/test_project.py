@@ -9,7 +9,6 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-
 from biasaudit.check_html import remote_assets
 from biasaudit.run_book import analysis_notebooks, notebook_parameters, read_params
 

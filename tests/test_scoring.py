@@ -6,7 +6,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-
 from biasaudit import scoring
 from biasaudit.items import OPTIONS
 from biasaudit.reference import naive_scores

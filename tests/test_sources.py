@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from biasaudit.bbq import (
     EXCLUDED_NO_GROUPS,
     EXCLUDED_NO_MATCH,
@@ -26,14 +25,13 @@ from biasaudit.bbq import (
     normalise_group,
 )
 from biasaudit.items import ITEM_COLUMNS, join_text, validate_items
+from biasaudit.sources import STAGE_COLUMNS, SourceDataError
 from biasaudit.stereoset import (
     EXCLUDED_INSIDE_WORD,
     EXCLUDED_NOT_MATCHING,
     EXCLUDED_TWO_BLANKS,
     HANDLED_AFTER_PUNCTUATION,
     HANDLED_WORD_ENDING,
-    STAGE_COLUMNS,
-    SourceDataError,
     load_stereoset,
     read_hf_rows_json,
     read_original_file,

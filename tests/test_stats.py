@@ -9,9 +9,6 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from scipy import stats as sps
-from statsmodels.stats.multitest import multipletests
-
 from biasaudit.stats import (
     add_bh,
     benjamini_hochberg,
@@ -24,6 +21,8 @@ from biasaudit.stats import (
     sign_flip_tests,
     t_interval,
 )
+from scipy import stats as sps
+from statsmodels.stats.multitest import multipletests
 
 
 def _mean_stat(x: np.ndarray, axis: int) -> np.ndarray:

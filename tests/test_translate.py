@@ -10,11 +10,16 @@ import pandas as pd
 import pytest
 import sentencepiece as spm
 import torch
-from transformers import (M2M100Config, M2M100ForConditionalGeneration, M2M100Tokenizer, MarianConfig,
-                          MarianMTModel, MarianTokenizer)
-
 from biasaudit import translate as tr
 from biasaudit.items import ITEM_COLUMNS, is_collapsed, read_items, validate_items
+from transformers import (
+    M2M100Config,
+    M2M100ForConditionalGeneration,
+    M2M100Tokenizer,
+    MarianConfig,
+    MarianMTModel,
+    MarianTokenizer,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "translate"
 
@@ -376,7 +381,7 @@ def test_translate_items_keeps_structure_flags_collapsed_and_counts_failures(ori
     translator = FakeTranslator(fail_on={"use a phone."}, rewrite={"he was tired.": "she was tired."},
                                 cache=tmp_path / "c.sqlite", progress=False)
     result = tr.translate_items(originals, translator, ["de", "fi"])
-    assert list(result.items.columns) == tr.ITEM_COLUMNS == ITEM_COLUMNS
+    assert list(result.items.columns) == ITEM_COLUMNS == ITEM_COLUMNS
     assert len(result.items) == 2 * (len(originals) - 1)
     first = result.items.set_index("item_id").loc["a/de@tiny-mt"]
     assert (first["context"], first["stereotyped"]) == ("[de] The nurse said that", "[de] she was tired.")

@@ -31,9 +31,9 @@ from typing import Any, Iterable, Sequence
 import pandas as pd
 
 from biasaudit.items import ITEM_COLUMNS, validate_items
-from biasaudit.stereoset import (
+from biasaudit.options import DEFAULT_SEED
+from biasaudit.sources import (
     DATA_DIR_VARIABLE,
-    DEFAULT_SEED,
     SourceDataError,
     check_per_category,
     empty_items,

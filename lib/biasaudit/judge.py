@@ -19,9 +19,8 @@ context and continuation to keep the contrast, which field-wise comparison would
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-
 import re
+from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Sequence
 
@@ -29,9 +28,19 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.items import join_text
-from biasaudit.models import cache_dir
-from biasaudit.translate import (CachedTextMap, ChatModel, KeyValueStore, Outcome, Translator, cache_key,
-                                 prompt_version, translate_fields, language_name, strip_end_markers)
+from biasaudit.paths import cache_dir
+from biasaudit.translate import (
+    CachedTextMap,
+    ChatModel,
+    KeyValueStore,
+    Outcome,
+    Translator,
+    cache_key,
+    language_name,
+    prompt_version,
+    strip_end_markers,
+    translate_fields,
+)
 
 DEFAULT_THRESHOLD: float = 0.9
 SENTENCE_COLUMNS: tuple[str, str] = ("stereotyped", "anti_stereotyped")

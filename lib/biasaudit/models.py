@@ -8,18 +8,19 @@ safetensors, under the cache folder and loaded from there afterwards.
 from __future__ import annotations
 
 import importlib.util
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
-
-def cache_dir() -> Path:
-    """Where converted weights and other reusable downloads live (BIASAUDIT_CACHE_DIR overrides)."""
-    return Path(os.environ.get("BIASAUDIT_CACHE_DIR", Path.home() / ".cache" / "biasaudit"))
+from biasaudit.paths import cache_dir
 
 
 def _package_dir(package: str, pip_name: str) -> Path:

@@ -15,6 +15,14 @@ def project_path(path: str | Path) -> Path:
     return path if path.is_absolute() else PROJECT_ROOT / path
 
 
+def cache_dir() -> Path:
+    """Where converted weights and other reusable downloads live (BIASAUDIT_CACHE_DIR overrides).
+
+    It lives here, not in `models`, so that modules that only need the folder (translation and
+    embedding caches, the released scores) do not load torch."""
+    return Path(os.environ.get("BIASAUDIT_CACHE_DIR", Path.home() / ".cache" / "biasaudit"))
+
+
 def run_dir(run_name: str) -> Path:
     """runs/<run_name>/ (BIASAUDIT_RUNS_DIR moves the runs folder), created on demand."""
     base = Path(os.environ.get("BIASAUDIT_RUNS_DIR", PROJECT_ROOT / "runs"))

@@ -8,14 +8,16 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pandas as pd
 
-from biasaudit.analyses import scores_by_text
+from biasaudit import stats
 from biasaudit.bbq import load_bbq
 from biasaudit.items import ITEM_COLUMNS, read_items, select_items
-from biasaudit.stereoset import load_stereoset
+from biasaudit.options import DEFAULT_SEED
 from biasaudit.paths import project_path, run_dir
 from biasaudit.scoring import score
+from biasaudit.stereoset import load_stereoset
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
 
@@ -26,7 +28,7 @@ def load_sources(
     data_dir: str = "",
     stereoset_per_category: int = 50,
     bbq_per_category: int = 30,
-    seed: int = 20261129,
+    seed: int = DEFAULT_SEED,
     stereoset_label_map: bool = False,
     bbq_roles_by_order: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -140,7 +142,7 @@ def rerun_with_errors(
     data_dir: str = "",
     stereoset_per_category: int = 50,
     bbq_per_category: int = 30,
-    seed: int = 20261129,
+    seed: int = DEFAULT_SEED,
     batch_size: int = 16,
     device: str | None = None,
 ) -> pd.DataFrame:
@@ -183,3 +185,58 @@ def rerun_with_errors(
                 frames.append(table.assign(stereoset_label_map=label_map, bbq_roles_by_order=roles_by_order,
                                            scorer_boundary=boundary))
     return pd.concat(frames, ignore_index=True)
+
+
+def scores_by_text(items: pd.DataFrame, scored: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Scores of `items` taken from an already scored table by text, not by role.
+
+    A log-prob depends on the model, the context, the continuation's text and the language only,
+    so when a pipeline error permutes which continuation plays which role (errors 1 and 2), the
+    permuted item needs no new forward pass: each of its options gets the log-probs of the scored
+    option with the same item id, context and text. Returns (scores with the item's own columns
+    and roles, items with at least one option that `scored` lacks for some model; score those).
+    """
+    long = []
+    for option in ("stereotyped", "anti_stereotyped", "third"):
+        part = scored[["model", "item_id", "context", "language", option, f"lp_sum_{option}", f"ntok_{option}",
+                       f"lp_mean_{option}"]]
+        long.append(part.set_axis(["model", "item_id", "context", "language", "text", "lp_sum", "ntok", "lp_mean"],
+                                  axis=1))
+    lookup = pd.concat(long, ignore_index=True).drop_duplicates(["model", "item_id", "context", "language", "text"])
+    models = sorted(scored["model"].unique())
+    out = items[ITEM_COLUMNS].merge(pd.DataFrame({"model": models}), how="cross")
+    complete = pd.Series(True, index=out.index)
+    for option in ("stereotyped", "anti_stereotyped", "third"):
+        found = out[["model", "item_id", "context", "language", option]].rename(columns={option: "text"}).merge(
+            lookup, on=["model", "item_id", "context", "language", "text"], how="left")
+        for kind in ("lp_sum", "ntok", "lp_mean"):
+            out[f"{kind}_{option}"] = found[kind].to_numpy()
+        complete &= found["lp_mean"].notna().to_numpy()
+    missing = items.loc[items["item_id"].isin(out.loc[~complete, "item_id"])]
+    out = out.loc[complete, ["model", *ITEM_COLUMNS, *[c for c in out.columns if c.startswith(("lp_", "ntok_"))]]]
+    return out.reset_index(drop=True), missing.reset_index(drop=True)
+
+
+def rescore_subset(
+    items: pd.DataFrame,
+    *,
+    languages: list[str],
+    routes: list[str],
+    per_category: int,
+    seed: int = DEFAULT_SEED,
+) -> pd.DataFrame:
+    """The item versions the label-error chapter rescores: every written base item and a seeded
+    sample of `per_category` StereoSet and BBQ base items per category (0: none), each with its
+    English original, its translations into `languages` and its English rewordings by `routes`."""
+    originals = items.loc[items["variant"] == "original"]
+    chosen = list(originals.loc[~originals["source"].isin(["stereoset", "bbq"]), "base_id"])
+    public = originals.loc[originals["source"].isin(["stereoset", "bbq"])]
+    for key, group in public.groupby(["source", "category"], sort=True):
+        rng = np.random.default_rng([seed, stats.group_seed_key(("rescore_subset", *key))])
+        bases = np.sort(group["base_id"].unique())
+        chosen += list(rng.choice(bases, size=min(per_category, len(bases)), replace=False)) if per_category else []
+    keep = items["base_id"].isin(chosen) & (
+        (items["variant"] == "original")
+        | ((items["variant"] == "translation") & items["language"].isin(languages))
+        | ((items["variant"] == "rewording") & (items["language"] == "en") & items["via"].isin(routes)))
+    return items.loc[keep].reset_index(drop=True)

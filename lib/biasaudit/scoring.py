@@ -100,6 +100,29 @@ def encode_separately(
     return ids, list(range(len(context_ids) + 1, len(ids)))
 
 
+def boundary_example(tokenizer, context: str, continuation: str, language: str = "en") -> pd.DataFrame:
+    """The tokens of context + continuation and which ones each scorer scores (error 3).
+
+    Columns: scorer ("joint (correct)" or "separate (boundary error)"), position, token (its
+    text), part ("context" or "continuation", as that scorer splits the text) and scored (the
+    token's log-prob is summed into the continuation's score)."""
+    separator = join_text("x", "x", language)[1:-1] if context else ""
+    continuation_length = len(tokenizer(separator + continuation, add_special_tokens=False)["input_ids"])
+    rows = []
+    for name, encode in (("joint (correct)", encode_joint), ("separate (boundary error)", encode_separately)):
+        ids, positions = encode(tokenizer, context, continuation, language)
+        scored = set(positions)
+        if name.startswith("joint"):
+            first = min(positions) if positions else len(ids)
+        else:
+            first = len(ids) - continuation_length
+        for position, token_id in enumerate(ids):
+            rows.append({"scorer": name, "position": position, "token": tokenizer.decode([token_id]),
+                         "part": "continuation" if position >= first else "context",
+                         "scored": position in scored})
+    return pd.DataFrame(rows)
+
+
 def _single(row: int, option: str, ids: list[int], positions: list[int]) -> Sequence:
     """One option on its own, in a plain causal sequence."""
     targets = [(row, option, p - 1, ids[p]) for p in positions]

@@ -1,4 +1,4 @@
-"""biasaudit.io: the paper's released scores mapped onto the scores table.
+"""biasaudit.released: the paper's released scores mapped onto the scores table.
 
 Unit tests run on tests/fixtures/released/ (invented numbers in the release's exact schema; see
 its README). The integration test at the end runs only where the real released files are
@@ -18,18 +18,19 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.special import expit
-
-from biasaudit import analyses, io, pipeline
+from biasaudit import analyses, pipeline
+from biasaudit import released as rel
 from biasaudit.items import ITEM_COLUMNS
+from biasaudit.options import StudyOptions
 from biasaudit.paths import PROJECT_ROOT
+from scipy.special import expit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "released"
 
 
 @pytest.fixture
-def released() -> io.Released:
-    return io.load_released(FIXTURES)
+def released() -> rel.Released:
+    return rel.load_released(FIXTURES)
 
 
 def _row(scores: pd.DataFrame, model: str, item_id: str) -> pd.Series:
@@ -40,7 +41,7 @@ def _row(scores: pd.DataFrame, model: str, item_id: str) -> pd.Series:
 
 def test_mapping_onto_the_scores_table(released):
     scores = released.scores
-    assert list(scores.columns) == ["model", *ITEM_COLUMNS, *io.SCORE_COLUMNS]
+    assert list(scores.columns) == ["model", *ITEM_COLUMNS, *rel.SCORE_COLUMNS]
     assert set(scores["model"]) == {"tiny-a", "tiny-b"}
     assert set(scores["language"]) == {"en", "es", "zh"}, "zh-CN becomes zh; layer B is out by default"
     gp = _row(scores, "tiny-a", "gp_901/zh")
@@ -49,7 +50,7 @@ def test_mapping_onto_the_scores_table(released):
     assert (gp["variant"], gp["via"], gp["third_kind"]) == ("translation", "released", "unrelated")
     assert gp["context"] == "Context of gp_901 in zh-CN."
     assert (gp["lp_mean_stereotyped"], gp["lp_mean_anti_stereotyped"], gp["lp_mean_third"]) == (-2.0, -1.9, -2.5)
-    assert scores[[c for c in io.SCORE_COLUMNS if not c.startswith("lp_mean")]].isna().all().all()
+    assert scores[[c for c in rel.SCORE_COLUMNS if not c.startswith("lp_mean")]].isna().all().all()
     ss = _row(scores, "tiny-a", "ss_9001/en")
     assert (ss["source"], ss["dimension"], ss["category"], ss["variant"], ss["via"]) == (
         "stereoset", "race", "race", "original", "human")
@@ -72,7 +73,7 @@ def test_label_fix_permutes_columns_and_drops_unrecoverable_items(released):
     assert (de["lp_mean_stereotyped"], de["lp_mean_anti_stereotyped"]) == (-2.1, -2.4)
     assert not scores["base_id"].eq("bbq_Age_901").any()
     assert released.summary["english_bases"] == 4
-    raw = io.load_released(FIXTURES, fix_labels=False)
+    raw = rel.load_released(FIXTURES, fix_labels=False)
     assert raw.summary["english_bases"] == 5
     ss_raw = _row(raw.scores, "tiny-a", "ss_9001/en")
     assert (ss_raw["lp_mean_stereotyped"], ss_raw["lp_mean_anti_stereotyped"]) == (-2.5, -2.0)
@@ -87,7 +88,7 @@ def test_collapsed_contrasts_are_set_aside(released):
     assert sorted(zip(collapsed["model"], collapsed["item_id"])) == [
         ("tiny-a", "bbq_Age_900/es"), ("tiny-a", "gp_901/en~ja-s1"), ("tiny-b", "bbq_Age_900/es")]
     assert not released.scores["item_id"].isin(collapsed["item_id"]).any()
-    kept = io.load_released(FIXTURES, drop_collapsed=False)
+    kept = rel.load_released(FIXTURES, drop_collapsed=False)
     assert len(kept.scores) == len(released.scores) + 3 and kept.collapsed.empty
 
 
@@ -105,7 +106,7 @@ def test_noise_floor_rows_become_rewordings(released):
 
 
 def test_layer_b_only_on_request():
-    with_b = io.read_released(FIXTURES, layer_b=True)
+    with_b = rel.read_released(FIXTURES, layer_b=True)
     probe = _row(with_b, "tiny-a", "cn_hi_900/hi")
     assert (probe["variant"], probe["via"], probe["dimension"]) == ("translation", "native", "caste")
     pairs = analyses.paired_with_english(analyses.item_scores(with_b))
@@ -113,12 +114,12 @@ def test_layer_b_only_on_request():
 
 
 def test_models_filter_and_single_file():
-    only_b = io.read_released(FIXTURES, models=["tiny-b"])
+    only_b = rel.read_released(FIXTURES, models=["tiny-b"])
     assert set(only_b["model"]) == {"tiny-b"} and not (only_b["variant"] == "rewording").any()
-    one_file = io.read_released(FIXTURES / "tiny-b_checkpoint.csv")
+    one_file = rel.read_released(FIXTURES / "tiny-b_checkpoint.csv")
     assert set(one_file["model"]) == {"tiny-b"}, "another model's noise file does not come along"
     pd.testing.assert_frame_equal(one_file, only_b)
-    with_noise = io.read_released(FIXTURES / "tiny-a_checkpoint.csv")
+    with_noise = rel.read_released(FIXTURES / "tiny-a_checkpoint.csv")
     assert set(with_noise["via"]) == {"human", "released", "de", "ja"}
 
 
@@ -134,8 +135,8 @@ def test_stored_score_check_reports_file_and_line(tmp_path):
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
     table.loc[3, "stereotype_score"] = "0.900000"  # CSV line 5
     table.to_csv(path, index=False)
-    with pytest.warns(io.ReleasedDataWarning, match="stereotype_score"):
-        released = io.load_released(folder)
+    with pytest.warns(rel.ReleasedDataWarning, match="stereotype_score"):
+        released = rel.load_released(folder)
     bad = released.score_mismatches
     assert len(bad) == 1
     assert (bad.iloc[0]["file"], bad.iloc[0]["line"], bad.iloc[0]["prompt_id"]) == ("tiny-a_checkpoint.csv", 5,
@@ -150,8 +151,8 @@ def test_english_copies_in_noise_file_are_checked(tmp_path):
     table.loc[0, "logprob_stereotype"] = "-1.400000"
     table.loc[0, "stereotype_score"] = f"{expit(-1.4 + 2.0):.6f}"
     table.to_csv(path, index=False)
-    with pytest.warns(io.ReleasedDataWarning, match="English original"):
-        released = io.load_released(folder)
+    with pytest.warns(rel.ReleasedDataWarning, match="English original"):
+        released = rel.load_released(folder)
     assert released.english_mismatches[["model", "base_id", "line"]].to_dict("records") == [
         {"model": "tiny-a", "base_id": "gp_901", "line": 2}]
     assert _row(released.scores, "tiny-a", "gp_901/en")["lp_mean_stereotyped"] == -1.5, "the item file's row is kept"
@@ -160,32 +161,32 @@ def test_english_copies_in_noise_file_are_checked(tmp_path):
 def test_clear_errors(tmp_path):
     folder = _copy_fixtures(tmp_path)
     (folder / "label_fix.json").unlink()
-    with pytest.raises(io.ReleasedDataError, match=r"label_fix\.json.*raw\.githubusercontent\.com"):
-        io.read_released(folder)
-    assert len(io.read_released(folder, fix_labels=False))
+    with pytest.raises(rel.ReleasedDataError, match=r"label_fix\.json.*raw\.githubusercontent\.com"):
+        rel.read_released(folder)
+    assert len(rel.read_released(folder, fix_labels=False))
     table = pd.read_csv(folder / "tiny-b_checkpoint.csv").drop(columns=["logprob_unrelated"])
     table.to_csv(folder / "tiny-b_checkpoint.csv", index=False)
-    with pytest.raises(io.ReleasedDataError, match=r"tiny-b_checkpoint\.csv.*logprob_unrelated"):
-        io.read_released(folder, fix_labels=False)
-    with pytest.raises(io.ReleasedDataError, match="no released score files"):
-        io.read_released(tmp_path / "released" / "..", fix_labels=False)
-    with pytest.raises(io.ReleasedDataError, match="no such"):
-        io.read_released(tmp_path / "nowhere")
+    with pytest.raises(rel.ReleasedDataError, match=r"tiny-b_checkpoint\.csv.*logprob_unrelated"):
+        rel.read_released(folder, fix_labels=False)
+    with pytest.raises(rel.ReleasedDataError, match="no released score files"):
+        rel.read_released(tmp_path / "released" / "..", fix_labels=False)
+    with pytest.raises(rel.ReleasedDataError, match="no such"):
+        rel.read_released(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="ISO 639-1"):
-        io.iso_language("english")
+        rel.iso_language("english")
 
 
 def test_language_and_category_mapping():
-    assert [io.iso_language(c) for c in ("en", "zh-CN", "pt_BR", "SW")] == ["en", "zh", "pt", "sw"]
-    assert io.source_dimension_category("stereoset_profession") == ("stereoset", "profession", "profession")
-    assert io.source_dimension_category("bbq_Gender_identity") == ("bbq", "gender", "Gender_identity")
-    assert io.source_dimension_category("age_competence") == ("written", "age", "age_competence")
-    assert io.source_dimension_category("regional_stereotype") == ("written", "region", "regional_stereotype")
+    assert [rel.iso_language(c) for c in ("en", "zh-CN", "pt_BR", "SW")] == ["en", "zh", "pt", "sw"]
+    assert rel.source_dimension_category("stereoset_profession") == ("stereoset", "profession", "profession")
+    assert rel.source_dimension_category("bbq_Gender_identity") == ("bbq", "gender", "Gender_identity")
+    assert rel.source_dimension_category("age_competence") == ("written", "age", "age_competence")
+    assert rel.source_dimension_category("regional_stereotype") == ("written", "region", "regional_stereotype")
 
 
 def test_import_released_writes_a_run_every_chapter_can_read(tmp_path, monkeypatch):
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
-    scores = io.import_released("released-test", FIXTURES)
+    scores = rel.import_released("released-test", FIXTURES)
     folder = tmp_path / "runs" / "released-test"
     assert {p.name for p in folder.iterdir()} >= {"items.parquet", "scores.parquet", "collapsed.parquet",
                                                   "released.json"}
@@ -202,11 +203,11 @@ def test_import_released_writes_a_run_every_chapter_can_read(tmp_path, monkeypat
     # A hand-worked drop: tiny-a, Spanish, soft scores on the three paired bases.
     english = {"gp_901": expit(-1.5 + 2.0), "ss_9001": expit(-2.0 + 2.5), "bbq_Race_ethnicity_900": expit(-1.0 + 2.0)}
     spanish = {"gp_901": expit(-1.8 + 2.1), "ss_9001": expit(-2.4 + 2.2), "bbq_Race_ethnicity_900": expit(-1.5 + 1.8)}
-    cells = analyses.cell_tests(read_back, n_permutations=100, seed=0)
+    cells = analyses.cell_tests(read_back, options=StudyOptions(n_permutations=100, seed=0))
     es = cells.loc[(cells["model"] == "tiny-a") & (cells["language"] == "es")].iloc[0]
     assert es["n"] == 3
     assert es["drop"] == pytest.approx(np.mean([english[b] - spanish[b] for b in english]), abs=1e-12)
-    assert len(analyses.floor_cells(read_back, n_permutations=100, seed=0)) == 2
+    assert len(analyses.floor_cells(read_back, options=StudyOptions(n_permutations=100, seed=0))) == 2
 
 
 class _FakeResponse(stdio.BytesIO):
@@ -227,25 +228,25 @@ def _serve_fixtures(url: str, timeout: float = 0):
 
 
 def test_fetch_verifies_hashes_and_records_unpinned_ones(tmp_path, monkeypatch):
-    monkeypatch.setattr(io.urllib.request, "urlopen", _serve_fixtures)
-    monkeypatch.setattr(io, "RELEASED_MODELS", ("tiny-a",))
-    pinned = {"label_fix.json": io.sha256_of(FIXTURES / "label_fix.json")}
-    monkeypatch.setattr(io, "KNOWN_SHA256", pinned)
+    monkeypatch.setattr(rel.urllib.request, "urlopen", _serve_fixtures)
+    monkeypatch.setattr(rel, "RELEASED_MODELS", ("tiny-a",))
+    pinned = {"label_fix.json": rel.sha256_of(FIXTURES / "label_fix.json")}
+    monkeypatch.setattr(rel, "KNOWN_SHA256", pinned)
     folder = tmp_path / "cache"
-    with pytest.warns(io.ReleasedDataWarning, match="no pinned sha256"):
-        io.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
+    with pytest.warns(rel.ReleasedDataWarning, match="no pinned sha256"):
+        rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert (folder / "tiny-a_checkpoint.csv").read_bytes() == (FIXTURES / "tiny-a_checkpoint.csv").read_bytes()
-    first_seen = json.loads((folder / io.FIRST_SEEN_HASHES).read_text())
+    first_seen = json.loads((folder / rel.FIRST_SEEN_HASHES).read_text())
     assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv"}
     # A second fetch finds everything verified and downloads nothing.
-    monkeypatch.setattr(io.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
-    io.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
+    monkeypatch.setattr(rel.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
+    rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     # A file that no longer matches its recorded hash is fetched again, and a wrong pin is refused.
     (folder / "tiny-a_checkpoint.csv").write_text("tampered")
-    monkeypatch.setattr(io, "KNOWN_SHA256", {**pinned, "tiny-a_checkpoint.csv": "0" * 64})
-    monkeypatch.setattr(io.urllib.request, "urlopen", _serve_fixtures)
-    with pytest.raises(io.ReleasedDataError, match="does not match the pinned"):
-        io.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
+    monkeypatch.setattr(rel, "KNOWN_SHA256", {**pinned, "tiny-a_checkpoint.csv": "0" * 64})
+    monkeypatch.setattr(rel.urllib.request, "urlopen", _serve_fixtures)
+    with pytest.raises(rel.ReleasedDataError, match="does not match the pinned"):
+        rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert not list(folder.glob("*.part"))
 
 
@@ -253,23 +254,23 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
     def offline(url, timeout=0):
         raise urllib.error.URLError("Temporary failure in name resolution")
 
-    monkeypatch.setattr(io.urllib.request, "urlopen", offline)
+    monkeypatch.setattr(rel.urllib.request, "urlopen", offline)
     monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(io.ReleasedDataError) as err:
-        io.import_released("offline", "download", models=["llama3.1-8b"])
+    with pytest.raises(rel.ReleasedDataError) as err:
+        rel.import_released("offline", "download", models=["llama3.1-8b"])
     message = str(err.value)
-    folder = tmp_path / "cache" / "released" / io.RESULTS_COMMIT[:12]
+    folder = tmp_path / "cache" / "released" / rel.RESULTS_COMMIT[:12]
     assert str(folder) in message and "name resolution" in message
-    assert (f"https://raw.githubusercontent.com/HarshKumar3014/MultiLLMs/{io.RESULTS_COMMIT}/"
+    assert (f"https://raw.githubusercontent.com/HarshKumar3014/MultiLLMs/{rel.RESULTS_COMMIT}/"
             "MultilingualBiasAudit/results/v2/llama3.1-8b_checkpoint.csv") in message
-    assert f"{io.LABEL_FIX_COMMIT}/MultilingualBiasAudit/data/label_fix.json" in message
+    assert f"{rel.LABEL_FIX_COMMIT}/MultilingualBiasAudit/data/label_fix.json" in message
     with pytest.raises(ValueError, match="unknown released model"):
-        io.released_files(["gpt-9"])
+        rel.released_files(["gpt-9"])
 
 
 def test_released_file_urls_are_pinned():
-    files = {f.name: f for f in io.released_files()}
-    assert len(files) == 2 * len(io.RELEASED_MODELS) + 3
+    files = {f.name: f for f in rel.released_files()}
+    assert len(files) == 2 * len(rel.RELEASED_MODELS) + 3
     assert all(len(f.commit) == 40 for f in files.values())
     assert files["label_fix.json"].sha256 == "911344c04f393cb64a3001cd307ac9b8ae68360eecc88b2349c911004ef0b6bd"
 
@@ -301,14 +302,14 @@ def _mc_close(ours: np.ndarray, theirs: np.ndarray, b: int) -> np.ndarray:
 
 @pytest.mark.skipif(REAL is None, reason="the released files (../shared/data/released) are not here")
 def test_reproduces_llama_cell_and_floor_tests():
-    released = io.load_released(REAL, models=["llama3.1-8b"])
+    released = rel.load_released(REAL, models=["llama3.1-8b"])
     assert released.summary["english_bases"] == 362
     assert released.score_mismatches.empty and released.english_mismatches.empty
     scores = released.scores
 
     paper = pd.read_csv(REAL / "cell_tests.csv")
-    paper = paper.loc[paper["model"] == "llama3.1-8b"].assign(language=lambda t: t["language"].map(io.iso_language))
-    cells = analyses.cell_tests(scores, n_permutations=N_PERMUTATIONS, seed=20261129)
+    paper = paper.loc[paper["model"] == "llama3.1-8b"].assign(language=lambda t: t["language"].map(rel.iso_language))
+    cells = analyses.cell_tests(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=20261129))
     both = cells.merge(paper, on=["model", "language"], validate="one_to_one")
     assert len(both) == 7
     assert both["n_x"].tolist() == both["n_y"].tolist()
@@ -322,7 +323,7 @@ def test_reproduces_llama_cell_and_floor_tests():
 
     paper_floor = pd.read_csv(REAL / "floor_tests.csv")
     paper_floor = paper_floor.loc[paper_floor["model"] == "llama3.1-8b"]
-    floors = analyses.floor_cells(scores, n_permutations=N_PERMUTATIONS, seed=20261129)
+    floors = analyses.floor_cells(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=20261129))
     both = floors.merge(paper_floor, left_on=["model", "via"], right_on=["model", "pivot"], validate="one_to_one")
     assert len(both) == 3
     assert both["n_x"].tolist() == both["n_y"].tolist() == [361, 346, 359]
@@ -338,6 +339,6 @@ def test_raw_labels_give_the_papers_raw_english_score():
     # The paper's pipeline ablation (v2 scorer): English soft 0.490 raw over 387 bases, 0.536 fixed.
     ablation = pd.read_csv(REAL / "pipeline_ablation.csv").set_index(["scorer", "labels"])
     for fix, labels in ((False, "raw"), (True, "fixed")):
-        scores = io.read_released(REAL, fix_labels=fix)
+        scores = rel.read_released(REAL, fix_labels=fix)
         english = analyses.item_scores(scores).query("variant == 'original'")
         assert english["soft"].mean() == pytest.approx(ablation.loc[("v2", labels), "en_ss"], abs=0.01)

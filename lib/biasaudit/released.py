@@ -70,7 +70,7 @@ import pandas as pd
 
 from biasaudit.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
 from biasaudit.items import ITEM_COLUMNS
-from biasaudit.paths import project_path, run_dir
+from biasaudit.paths import cache_dir, project_path, run_dir
 from biasaudit.stereoset import DIMENSION_OF_BIAS_TYPE as STEREOSET_DIMENSIONS
 
 # --------------------------------------------------------------------------------------------
@@ -176,8 +176,6 @@ def released_files(models: Iterable[str] | None = None, *, with_paper_results: b
 
 def released_cache() -> Path:
     """cache_dir()/released/<commit>: where downloads go (BIASAUDIT_CACHE_DIR moves the cache)."""
-    from biasaudit.models import cache_dir  # imported here: biasaudit.models loads torch
-
     return cache_dir() / "released" / RESULTS_COMMIT[:12]
 
 
@@ -211,7 +209,7 @@ def _offline_message(missing: list[ReleasedFile], folder: Path, reason: str) -> 
         f"Download these {len(missing)} file(s) on a machine with network access and put them in\n"
         f"{folder} (the cache; keep the file names):\n{lines}\n"
         "Or put them in any folder and pass that folder instead of 'download' (parameter\n"
-        "`released_scores` of 02_score, or `biasaudit.io.import_released(run, folder)`); the folder\n"
+        "`released_scores` of 02_score, or `biasaudit.released.import_released(run, folder)`); the folder\n"
         "$BIASAUDIT_DATA_DIR/released is used by the tests."
     )
 
@@ -261,7 +259,7 @@ def fetch_released(
             first_seen[file.name] = digest
             (folder / FIRST_SEEN_HASHES).write_text(json.dumps(first_seen, indent=1, sort_keys=True), encoding="utf-8")
             warnings.warn(
-                f"{file.name}: no pinned sha256 in biasaudit.io.KNOWN_SHA256; recorded {digest} from this "
+                f"{file.name}: no pinned sha256 in biasaudit.released.KNOWN_SHA256; recorded {digest} from this "
                 "first download, later reads are checked against it", ReleasedDataWarning, stacklevel=2)
     return folder
 

@@ -1,0 +1,81 @@
+"""One function per table of the book: each takes a scores table (and the run's `StudyOptions`)
+and returns a tidy DataFrame. One module per idea:
+
+- `scores`: soft and binary scores, versions paired with their English originals;
+- `drops`: language drops and the item-by-item cell tests (chapter 10);
+- `floor`: the noise floor and each model's gap against it (chapters 11, 12);
+- `carry_over`: how much of an item's preference survives a change (chapter 13);
+- `detection`: injected shifts and the power of the test (chapter 19);
+- `subsets`: by source, by dimension, faithful translations only (chapters 14–16);
+- `aggregates`: summed vs mean log-probs, model agreement (chapters 17, 18);
+- `ablation`: the three pipeline errors (chapter 20);
+- `case_study`: one item everywhere (chapter 21).
+
+Signs used everywhere: change = version − English; drop = English − version (positive: the
+version looks less biased).
+"""
+
+from biasaudit.analyses.ablation import (
+    ERROR_FLAGS,
+    error_example,
+    error_settings,
+    label_errors,
+    released_label_settings,
+    setting_name,
+)
+from biasaudit.analyses.aggregates import (
+    SURFACE_FEATURES,
+    model_agreement,
+    summed_vs_mean,
+    surface_properties,
+    word_frequency_support,
+)
+from biasaudit.analyses.carry_over import (
+    CHANGES,
+    carry_over_pairs,
+    carry_over_table,
+    carry_point,
+)
+from biasaudit.analyses.case_study import case_study, pick_case
+from biasaudit.analyses.detection import detection_power
+from biasaudit.analyses.drops import (
+    CELL_COLUMNS,
+    cell_tests,
+    cells_from_pairs,
+    language_drops,
+    model_language_drops,
+)
+from biasaudit.analyses.floor import (
+    floor_cells,
+    model_drop_table,
+    model_gaps,
+    noise_floor,
+    unchanged_fields,
+)
+from biasaudit.analyses.scores import (
+    ITEM_KEYS,
+    english_rewording_pairs,
+    has_aggregate,
+    item_scores,
+    option_logprobs,
+    paired_with_english,
+    score_summary,
+)
+from biasaudit.analyses.subsets import (
+    SOURCE_ORDER,
+    against_rewording,
+    by_dimension,
+    by_source,
+    faithful_only,
+    version_similarity,
+)
+
+__all__ = [
+    "CELL_COLUMNS", "CHANGES", "ERROR_FLAGS", "ITEM_KEYS", "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording",
+    "by_dimension", "by_source", "carry_over_pairs", "carry_over_table", "carry_point", "case_study", "cell_tests",
+    "cells_from_pairs", "detection_power", "english_rewording_pairs", "error_example", "error_settings",
+    "faithful_only", "floor_cells", "has_aggregate", "item_scores", "label_errors", "language_drops",
+    "model_agreement", "model_drop_table", "model_gaps", "model_language_drops", "noise_floor", "option_logprobs",
+    "paired_with_english", "pick_case", "released_label_settings", "score_summary", "setting_name",
+    "summed_vs_mean", "surface_properties", "unchanged_fields", "version_similarity", "word_frequency_support",
+]

@@ -1,0 +1,168 @@
+"""Carry-over: how much of each item's own preference survives a rewording or a translation
+(chapter 13). slope = r × SD ratio separates lost order (r) from squeezed spread (SD ratio)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from biasaudit import stats
+from biasaudit.analyses.scores import item_scores, paired_with_english
+from biasaudit.options import DEFAULT_OPTIONS, Aggregate, StudyOptions
+
+CHANGES: tuple[str, ...] = ("rewording", "translation", "within-language rewording")
+
+
+def carry_over_pairs(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.DataFrame:
+    """Item-level before/after pairs of every kind of change, one row per model × changed version.
+
+    change = "rewording" (English reworded; before = the English original, group = the route),
+    "translation" (before = the English original, group = the language) or "within-language
+    rewording" (a rewording of a translation, e.g. the bank's es and hi rewordings; before = that
+    language's translation, group = the language; where a language has several translations of
+    an item, the first by `via` is the reference). Columns: model, base_id, change, group,
+    language, via, before, after (soft scores), binary_before, binary_after.
+    """
+    scored = item_scores(scores, aggregate)
+    frames = []
+    for change, variant, group in (("rewording", "rewording", "via"), ("translation", "translation", "language")):
+        pairs = paired_with_english(scored, variant)
+        if change == "rewording":
+            pairs = pairs.loc[pairs["language"] == "en"]
+        frames.append(pd.DataFrame({
+            "model": pairs["model"], "base_id": pairs["base_id"], "change": change, "group": pairs[group],
+            "language": pairs["language"], "via": pairs["via"], "before": pairs["soft_en"], "after": pairs["soft"],
+            "binary_before": pairs["binary_en"], "binary_after": pairs["binary"],
+        }))
+    translations = (scored.loc[scored["variant"] == "translation"].sort_values("via")
+                    .drop_duplicates(["model", "base_id", "language"]))
+    within = scored.loc[(scored["variant"] == "rewording") & (scored["language"] != "en")]
+    if len(within):
+        pairs = within.merge(translations[["model", "base_id", "language", "soft", "binary"]],
+                             on=["model", "base_id", "language"], suffixes=("", "_before"))
+        frames.append(pd.DataFrame({
+            "model": pairs["model"], "base_id": pairs["base_id"], "change": "within-language rewording",
+            "group": pairs["language"], "language": pairs["language"], "via": pairs["via"],
+            "before": pairs["soft_before"], "after": pairs["soft"],
+            "binary_before": pairs["binary_before"], "binary_after": pairs["binary"],
+        }))
+    out = pd.concat(frames, ignore_index=True)
+    return out.dropna(subset=["before", "after"]).reset_index(drop=True)
+
+
+_CARRY_QUANTITIES = 7  # per model: n, x, y, xx, yy, xy, same choice
+
+
+def _carry_sums(pairs: pd.DataFrame, clusters: pd.Index, models: list[str]) -> np.ndarray:
+    """(clusters × 7·models) sums per base item, model by model, of centred before/after values."""
+    codes_all = clusters.get_indexer(pairs["base_id"])
+    blocks = []
+    for model in models:
+        mask = (pairs["model"] == model).to_numpy()
+        x = pairs["before"].to_numpy(dtype=float)[mask]
+        y = pairs["after"].to_numpy(dtype=float)[mask]
+        same = (pairs["binary_before"].to_numpy()[mask] == pairs["binary_after"].to_numpy()[mask]).astype(float)
+        codes = codes_all[mask]
+        block = stats.carry_over_sums(x, y, codes, len(clusters))
+        blocks.append(np.column_stack([block, np.bincount(codes, weights=same, minlength=len(clusters))]))
+    return np.column_stack(blocks)
+
+
+def _carry_statistic(totals: np.ndarray) -> np.ndarray:
+    """slope, r, sd_ratio, same_choice from per-model sums: within-model centring, pooled over models.
+
+    slope = Σ_m cov_m / Σ_m var_m(before), r = Σ cov / sqrt(Σ var_before · Σ var_after),
+    sd_ratio = sqrt(Σ var_after / Σ var_before): so slope = r × sd_ratio, and with one model these
+    are `stats.carry_over`'s values. A model's own level is taken out, so differences between
+    models' mean scores do not pass for carry-over.
+    """
+    t = totals.reshape(totals.shape[0], -1, _CARRY_QUANTITIES)
+    n, sx, sy, sxx, syy, sxy, same = (t[:, :, k] for k in range(_CARRY_QUANTITIES))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        safe = np.where(n > 0, n, 1.0)
+        vx = np.where(n > 0, sxx - sx * sx / safe, 0.0).sum(axis=1)
+        vy = np.where(n > 0, syy - sy * sy / safe, 0.0).sum(axis=1)
+        cov = np.where(n > 0, sxy - sx * sy / safe, 0.0).sum(axis=1)
+        fit = stats.carry_over_from_sums(np.column_stack([n.sum(axis=1), np.zeros_like(vx), np.zeros_like(vx),
+                                                          vx, vy, cov]))
+        same_share = same.sum(axis=1) / n.sum(axis=1)
+    return np.column_stack([fit, same_share])
+
+
+def carry_over_table(
+    scores: pd.DataFrame,
+    options: StudyOptions = DEFAULT_OPTIONS,
+    *,
+    by_model: bool = False,
+    pairs: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """How much of each item's score survives a change, per kind of change and group, and pooled.
+
+    One row per change (rewording, translation, within-language rewording) × group (route or
+    language, and "all" pooling the change's groups); with `by_model` also per model. Columns:
+    [model,] change, group, n_models, n_items, n_pairs, r, sd_ratio, slope (slope = r × sd_ratio;
+    within-model least squares pooled over models, see `_carry_statistic`), each with a percentile
+    bootstrap interval over base items (`*_low`, `*_high`), same_choice (share of pairs with the
+    same binary choice) with its interval, mean_before, mean_after, strength_before and
+    strength_after (mean |soft − 0.5|: how strongly the items lean either way before and after).
+    """
+    if pairs is None:
+        pairs = carry_over_pairs(scores, options.aggregate)
+    keys: list[tuple] = []
+    for change in CHANGES:
+        groups = sorted(pairs.loc[pairs["change"] == change, "group"].unique())
+        keys += [(change, g) for g in groups] + ([(change, "all")] if len(groups) > 1 else [])
+    model_sets = [[m] for m in sorted(pairs["model"].unique())] if by_model else [sorted(pairs["model"].unique())]
+    rows = []
+    for models in model_sets:
+        for change, group in keys:
+            mask = (pairs["change"] == change) & pairs["model"].isin(models)
+            if group != "all":
+                mask &= pairs["group"] == group
+            chunk = pairs.loc[mask]
+            if chunk.empty:
+                continue
+            clusters = pd.Index(chunk["base_id"].unique())
+            sums = _carry_sums(chunk, clusters, sorted(chunk["model"].unique()))
+            key = ("carry_over", change, group, *(models if by_model else []))
+            estimate, low, high = stats.bootstrap_sums(sums, _carry_statistic, n_boot=options.n_bootstrap,
+                                                       seed=[options.seed, stats.group_seed_key(key)],
+                                                       level=options.level)
+            row = {"model": models[0]} if by_model else {}
+            row.update({"change": change, "group": group, "n_models": chunk["model"].nunique(),
+                        "n_items": len(clusters), "n_pairs": len(chunk)})
+            for j, name in enumerate(("slope", "r", "sd_ratio", "same_choice")):
+                row[name], row[f"{name}_low"], row[f"{name}_high"] = float(estimate[j]), float(low[j]), float(high[j])
+            row.update({
+                "mean_before": float(chunk["before"].mean()), "mean_after": float(chunk["after"].mean()),
+                "strength_before": float((chunk["before"] - 0.5).abs().mean()),
+                "strength_after": float((chunk["after"] - 0.5).abs().mean()),
+            })
+            rows.append(row)
+    order = (["model"] if by_model else []) + [
+        "change", "group", "n_models", "n_items", "n_pairs", "r", "r_low", "r_high", "sd_ratio", "sd_ratio_low",
+        "sd_ratio_high", "slope", "slope_low", "slope_high", "same_choice", "same_choice_low", "same_choice_high",
+        "mean_before", "mean_after", "strength_before", "strength_after"]
+    return pd.DataFrame(rows, columns=order)
+
+
+def _as_carry_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
+    """`paired_with_english` pairs in the before/after shape `_carry_sums` reads."""
+    renamed = pairs.rename(columns={"soft_en": "before", "soft": "after", "binary_en": "binary_before",
+                                    "binary": "binary_after"})
+    return renamed.dropna(subset=["before", "after"])
+
+
+def carry_point(pairs: pd.DataFrame) -> dict[str, float]:
+    """slope, r, sd_ratio and same_choice of `paired_with_english` pairs, pooled within models
+    (each model's own mean taken out, as in `carry_over_table`); NaN without pairs."""
+    nan = {"slope": np.nan, "r": np.nan, "sd_ratio": np.nan, "same_choice": np.nan}
+    chunk = _as_carry_pairs(pairs)
+    if chunk.empty:
+        return nan
+    clusters = pd.Index(chunk["base_id"].unique())
+    sums = _carry_sums(chunk, clusters, sorted(chunk["model"].unique()))
+    slope, r, sd_ratio, same = _carry_statistic(sums.sum(axis=0)[None, :])[0]
+    return {"slope": float(slope), "r": float(r), "sd_ratio": float(sd_ratio), "same_choice": float(same)}
+
+
