@@ -6,59 +6,9 @@ import os
 
 import pandas as pd
 import pytest
-import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from scipy.special import logit
 
-CORPUS = [
-    "The nurse said that she was tired.",
-    "The engineer said that he was tired.",
-    "The doctor said that she would come back.",
-    "The pilot said that he would come back.",
-    "My grandmother cannot use a phone.",
-    "My grandson cannot use a phone.",
-    "护士说她累了。",
-    "工程师说他累了。",
-    "护士说她会回来。",
-    "La enfermera dijo que ella estaba cansada.",
-] * 20
-
-
-def train_tokenizer(add_bos: bool) -> PreTrainedTokenizerFast:
-    """A byte-level BPE tokenizer trained on a small corpus; `add_bos` decides whether it adds <s>."""
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=400,
-        special_tokens=["<s>", "</s>", "<pad>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(CORPUS, trainer=trainer)
-    if add_bos:
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single="<s> $A", special_tokens=[("<s>", tokenizer.token_to_id("<s>"))]
-        )
-    else:
-        tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>")
-
-
-def tiny_model(vocab_size: int, seed: int = 0) -> LlamaForCausalLM:
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=vocab_size,
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
-    model = LlamaForCausalLM(config)
-    model.eval()
-    return model
+from biasaudit.testing import tiny_model, train_tokenizer
 
 
 @pytest.fixture(scope="session")
@@ -103,3 +53,36 @@ def small_items() -> pd.DataFrame:
 def offline_cache(tmp_path_factory):
     """Keep converted offline models in the user's cache (conversion takes tens of seconds)."""
     return os.environ.get("BIASAUDIT_CACHE_DIR")
+
+
+# --------------------------------------------------------------------------------------------
+# The one builder of scores tables for the analysis tests
+# --------------------------------------------------------------------------------------------
+
+
+def score_row(model: str, base: str, language: str, soft: float, *, variant: str | None = None,
+              via: str = "human", source: str = "written", dimension: str = "gender", category: str | None = None,
+              ntok: tuple[int, int] = (2, 2), texts: tuple[str, str, str, str] | None = None,
+              third_gap: float = 3.0) -> dict:
+    """One row of the scores table whose soft score is exactly `soft`.
+
+    Per-token means: stereotyped = logit(soft) − 1, anti-stereotyped = −1 (so their difference is
+    logit(soft)), third = the better of the two − `third_gap` (so fluency = sigmoid(third_gap));
+    sums = mean × token count (`ntok` for the two contrasting options, 2 for the third).
+    item_id is `<base>/<language>`, or `<base>/<language>~<via>` for a rewording.
+    """
+    variant = variant or ("original" if language == "en" else "translation")
+    suffix = f"{language}~{via}" if variant == "rewording" else language
+    contrast = float(logit(soft))
+    context, stereo, anti, third = texts or (f"{base} context", f"{base} s {language}", f"{base} a {language}",
+                                             f"{base} t {language}")
+    row = {"model": model, "item_id": f"{base}/{suffix}", "base_id": base, "source": source, "dimension": dimension,
+           "category": category or dimension, "language": language, "variant": variant, "via": via,
+           "context": context, "stereotyped": stereo, "anti_stereotyped": anti, "third": third,
+           "third_kind": "unknown" if source == "bbq" else "unrelated"}
+    means = {"stereotyped": contrast - 1.0, "anti_stereotyped": -1.0}
+    means["third"] = max(means.values()) - third_gap
+    lengths = {"stereotyped": ntok[0], "anti_stereotyped": ntok[1], "third": 2}
+    for option, lp in means.items():
+        row.update({f"lp_mean_{option}": lp, f"ntok_{option}": lengths[option], f"lp_sum_{option}": lp * lengths[option]})
+    return row

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from biasaudit import analyses
+from conftest import score_row
 from biasaudit.options import StudyOptions
 from biasaudit.stats import sign_flip_pvalue
 from scipy import stats as sps
@@ -13,22 +14,9 @@ from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests
 
 
-def scores_from_soft(rows: list[tuple[str, str, str, float]], third_gap: float = 3.0) -> pd.DataFrame:
+def scores_from_soft(rows: list[tuple[str, str, str, float]]) -> pd.DataFrame:
     """(model, base_id, language, soft) rows → a scores table whose contrast gives exactly that soft score."""
-    records = []
-    for model, base, language, soft in rows:
-        contrast = float(logit(soft))
-        variant = "original" if language == "en" else "translation"
-        record = {
-            "model": model, "item_id": f"{base}/{language}", "base_id": base, "source": "written",
-            "dimension": "gender", "category": "trait", "language": language, "variant": variant,
-            "via": "human", "third_kind": "unrelated",
-        }
-        for option, lp in (("stereotyped", contrast), ("anti_stereotyped", 0.0),
-                           ("third", max(contrast, 0.0) - third_gap)):
-            record.update({f"lp_sum_{option}": 2 * lp, f"ntok_{option}": 2, f"lp_mean_{option}": lp})
-        records.append(record)
-    return pd.DataFrame(records)
+    return pd.DataFrame([score_row(model, base, language, soft, category="trait") for model, base, language, soft in rows])
 
 
 def test_item_scores_soft_binary_strength_fluency():

@@ -11,8 +11,8 @@ import pytest
 import statsmodels.formula.api as smf
 from biasaudit import analyses, stats
 from biasaudit.options import StudyOptions
+from conftest import score_row
 from scipy import stats as sps
-from scipy.special import logit
 from statsmodels.stats.multitest import multipletests
 
 # --------------------------------------------------------------------------------------------
@@ -22,18 +22,7 @@ from statsmodels.stats.multitest import multipletests
 
 def _record(model: str, base: str, language: str, variant: str, via: str, soft: float,
             texts: tuple[str, str, str, str] | None = None) -> dict:
-    contrast = float(logit(soft))
-    suffix = language if variant != "rewording" else f"{language}~{via}"
-    record = {
-        "model": model, "item_id": f"{base}/{suffix}", "base_id": base, "source": "written",
-        "dimension": "gender", "category": "trait", "language": language, "variant": variant, "via": via,
-        "third_kind": "unrelated",
-    }
-    context, stereo, anti, third = texts or (f"{base} context", f"{base} s", f"{base} a", f"{base} t")
-    record.update({"context": context, "stereotyped": stereo, "anti_stereotyped": anti, "third": third})
-    for option, lp in (("stereotyped", contrast), ("anti_stereotyped", 0.0), ("third", min(contrast, 0.0) - 3.0)):
-        record.update({f"lp_sum_{option}": 2 * lp, f"ntok_{option}": 2, f"lp_mean_{option}": lp})
-    return record
+    return score_row(model, base, language, soft, variant=variant, via=via, texts=texts, category="trait")
 
 
 def study(seed: int = 3, n_items: int = 12, models=("m1", "m2"), shifts=None, floor_sd: float = 0.04,

@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 from biasaudit import analyses, pipeline, scoring
 from biasaudit.options import StudyOptions
+from conftest import score_row
+from biasaudit.runstore import ScoreStore
 from biasaudit.stats import sign_flip_pvalue
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests
@@ -23,24 +25,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # --------------------------------------------------------------------------------------------
 
 
-def record(model: str, base: str, language: str, soft: float, *, variant: str | None = None, via: str = "human",
-           source: str = "written", dimension: str = "gender", ntok: tuple[int, int] = (2, 2),
-           texts: tuple[str, str, str, str] | None = None) -> dict:
-    """One scores row whose per-token mean contrast gives exactly `soft`; sums are mean × tokens."""
-    variant = variant or ("original" if language == "en" else "translation")
-    suffix = f"{language}~{via}" if variant == "rewording" else language
-    contrast = float(logit(soft))
-    context, stereo, anti, third = texts or (f"{base} says", f"{base} s {language}", f"{base} a {language}",
-                                             f"{base} t {language}")
-    row = {"model": model, "item_id": f"{base}/{suffix}", "base_id": base, "source": source, "dimension": dimension,
-           "category": dimension, "language": language, "variant": variant, "via": via, "context": context,
-           "stereotyped": stereo, "anti_stereotyped": anti, "third": third,
-           "third_kind": "unknown" if source == "bbq" else "unrelated"}
-    lengths = {"stereotyped": ntok[0], "anti_stereotyped": ntok[1], "third": 2}
-    for option, lp in (("stereotyped", contrast - 1.0), ("anti_stereotyped", -1.0), ("third", -4.0)):
-        row.update({f"lp_mean_{option}": lp, f"ntok_{option}": lengths[option],
-                    f"lp_sum_{option}": lp * lengths[option]})
-    return row
+record = score_row
 
 
 def table(rows: list[dict]) -> pd.DataFrame:
@@ -397,7 +382,9 @@ def test_released_label_settings_permute_by_the_map():
     assert only_map.loc["ss_1", "lp_mean_stereotyped"] == raw_rows.loc["ss_1", "lp_mean_stereotyped"]
     assert only_map.loc["bbq_A_1", "lp_mean_stereotyped"] == raw_rows.loc["bbq_A_1", "lp_mean_third"]
     errors = analyses.label_errors(settings, options=StudyOptions(n_permutations=100)).set_index("setting")
-    assert errors.loc["none", "english_soft"] == pytest.approx(np.mean([0.2, expit(-4 - logit(0.6) + 1), 0.7]))
+    # bbq_A_1 fixed: stereotyped takes the stored third (logit(0.6) − 1 − 3 in score_row), anti takes the
+    # stored stereotyped (logit(0.6) − 1), so its soft score is expit(−3); ss_1 is mirrored to 0.2.
+    assert errors.loc["none", "english_soft"] == pytest.approx(np.mean([0.2, expit(-3.0), 0.7]))
 
 
 def test_scores_by_text_follows_texts_not_roles():
@@ -474,7 +461,8 @@ def test_rerun_with_errors_runs_the_real_pipeline(tiny_lm, tmp_path, monkeypatch
     reruns = pipeline.rerun_with_errors("t", items, models=[str(model_dir)], sources=["stereoset", "bbq"],
                                         data_dir=str(FIXTURES), stereoset_per_category=2, bbq_per_category=2)
     assert len(reruns) == 8 * len(items)
-    assert (tmp_path / "runs" / "t" / "scores_boundary_error.parquet").exists()
+    stored = ScoreStore(tmp_path / "runs" / "t").read()
+    assert sorted(stored.groupby("scorer_boundary").size()) == [len(items), len(items)]
     scored = analyses.item_scores(reruns).assign(
         **{flag: reruns[flag].to_numpy() for flag in analyses.ERROR_FLAGS}).set_index(
         ["stereoset_label_map", "bbq_roles_by_order", "scorer_boundary", "item_id"])["soft"]

@@ -188,13 +188,14 @@ def test_import_released_writes_a_run_every_chapter_can_read(tmp_path, monkeypat
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
     scores = rel.import_released("released-test", FIXTURES)
     folder = tmp_path / "runs" / "released-test"
-    assert {p.name for p in folder.iterdir()} >= {"items.parquet", "scores.parquet", "collapsed.parquet",
+    assert {p.name for p in folder.iterdir()} >= {"items.parquet", "scores", "collapsed.parquet",
                                                   "released.json"}
     report = json.loads((folder / "released.json").read_text())
     assert report["collapsed"] == 3 and report["english_bases"] == 4 and report["fix_labels"] is True
     read_back = pipeline.read_scores("released-test")
 
     def plain(table: pd.DataFrame) -> pd.DataFrame:  # missing texts read back as NaN or None alike
+        table = table.sort_values(["model", "item_id"])  # read_scores orders by model, then item
         return table.astype(object).where(table.notna(), None).reset_index(drop=True)
 
     pd.testing.assert_frame_equal(plain(read_back), plain(scores[read_back.columns]))

@@ -9,6 +9,7 @@ import torch
 from biasaudit import scoring
 from biasaudit.items import OPTIONS
 from biasaudit.reference import naive_scores
+from biasaudit.runstore import ScoreStore
 
 
 def assert_matches_reference(scores: pd.DataFrame, reference: pd.DataFrame, tol: float = 1e-4) -> None:
@@ -114,7 +115,7 @@ def test_boundary_error_leaves_one_token_continuations_with_nothing(tiny_lm):
 
 def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch):
     model, tokenizer = tiny_lm
-    out = tmp_path / "scores.parquet"
+    out = ScoreStore(tmp_path)
     calls: list[int] = []
     real = scoring._score_sequences
 
@@ -127,30 +128,30 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
     kill_on_second_chunk = True
     monkeypatch.setattr(scoring, "_score_sequences", counting)
     with pytest.raises(RuntimeError, match="killed"):
-        scoring.score(small_items, (model, tokenizer), model_name="tiny", out_path=out, chunk_items=2, progress=False)
-    assert len(pd.read_parquet(out)) == 2
+        scoring.score(small_items, (model, tokenizer), model_name="tiny", store=out, chunk_items=2, progress=False)
+    assert len(out.read()) == 2 and len(out.parts()) == 1
     kill_on_second_chunk = False
     calls.clear()
-    resumed = scoring.score(small_items, (model, tokenizer), model_name="tiny", out_path=out, chunk_items=2,
+    resumed = scoring.score(small_items, (model, tokenizer), model_name="tiny", store=out, chunk_items=2,
                             progress=False)
     assert sum(calls) == len(small_items) - 2, "only the items not yet stored are scored"
     assert list(resumed["item_id"]) == list(small_items["item_id"])
     calls.clear()
-    again = scoring.score(small_items, (model, tokenizer), model_name="tiny", out_path=out, progress=False)
+    again = scoring.score(small_items, (model, tokenizer), model_name="tiny", store=out, progress=False)
     assert calls == []
     pd.testing.assert_frame_equal(again, resumed)
     # an item whose text changed is rescored, not served stale
     edited = small_items.copy()
     edited.loc[0, "stereotyped"] = "she was very tired."
-    scoring.score(edited, (model, tokenizer), model_name="tiny", out_path=out, progress=False)
+    scoring.score(edited, (model, tokenizer), model_name="tiny", store=out, progress=False)
     assert sum(calls) == 1
-    stored = pd.read_parquet(out)
+    stored = out.read()
     assert len(stored) == len(small_items)
     assert stored.loc[stored["item_id"] == "a/en", "stereotyped"].item() == "she was very tired."
     # a metadata edit that leaves the texts alone is not rescored, but shows in the result
     calls.clear()
     relabelled = edited.assign(dimension="profession")
-    result = scoring.score(relabelled, (model, tokenizer), model_name="tiny", out_path=out, progress=False)
+    result = scoring.score(relabelled, (model, tokenizer), model_name="tiny", store=out, progress=False)
     assert calls == [] and (result["dimension"] == "profession").all()
 
 

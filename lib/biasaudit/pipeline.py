@@ -1,7 +1,8 @@
-"""The steps a run chains together: gather the item versions, score them, and read results back.
+"""The steps a run chains together: gather the item versions, score them, read them back, and
+plan what the pipeline-error chapter rescores.
 
-Notebooks call these so that what a chapter does is one readable line, and so that a run
-killed halfway resumes (scores are appended per chunk to runs/<run>/scores.parquet).
+Chapters call these so that what a step does is one readable line, and so that a run killed
+halfway resumes (every scored chunk is stored at once: `biasaudit.runstore.ScoreStore`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from biasaudit.bbq import load_bbq
 from biasaudit.items import ITEM_COLUMNS, read_items, select_items
 from biasaudit.options import DEFAULT_SEED
 from biasaudit.paths import project_path, run_dir
+from biasaudit.runstore import ScoreStore
 from biasaudit.scoring import score
 from biasaudit.stereoset import load_stereoset
 
@@ -97,13 +99,13 @@ def score_run(
     device: str | None = None,
     scorer_boundary: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Score the items with every model, resuming from runs/<run>/; return (scores, timings)."""
-    out_path = run_dir(run_name) / ("scores_boundary_error.parquet" if scorer_boundary else "scores.parquet")
+    """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings)."""
+    store = ScoreStore(run_dir(run_name))
     tables, timings = [], []
     for model in models:
         started = time.perf_counter()
         tables.append(score(items, model, batch_size=batch_size, device=device,
-                            scorer_boundary=scorer_boundary, out_path=out_path))
+                            scorer_boundary=scorer_boundary, store=store))
         timings.append({"model": model, "item_versions": len(items), "seconds": time.perf_counter() - started})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 
@@ -120,17 +122,22 @@ def read_run_items(run_name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
 
 
 def read_scores(run_name: str, *, models: list[str] | None = None, scorer_boundary: bool = False) -> pd.DataFrame:
-    """The scores a run's 02_score chapter wrote, for the run's current items (and `models`, if given)."""
+    """The scores a run's 02_score chapter stored, for the run's current items (and `models`, if given),
+    ordered by model and then as the run's items are: the same table however the scoring was
+    split into chunks or sessions."""
     folder = run_dir(run_name)
-    path = folder / ("scores_boundary_error.parquet" if scorer_boundary else "scores.parquet")
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no scores yet; run the 02_score notebook (or `make book`) first")
-    scores = pd.read_parquet(path)
+    store = ScoreStore(folder)
+    if not store.exists():
+        raise FileNotFoundError(f"{store.folder}: no scores yet; run the 02_score notebook (or `make book`) first")
+    scores = store.read(scorer_boundary=scorer_boundary)
     items = pd.read_parquet(folder / "items.parquet")
-    keep = scores["item_id"].isin(items["item_id"])
+    position = pd.Series(np.arange(len(items)), index=items["item_id"].to_numpy())
+    keep = scores["item_id"].isin(position.index)
     if models is not None:
         keep &= scores["model"].isin(models)
-    return scores.loc[keep].reset_index(drop=True)
+    scores = scores.loc[keep]
+    order = np.lexsort((scores["item_id"].map(position).to_numpy(), scores["model"].to_numpy()))
+    return scores.iloc[order].reset_index(drop=True)
 
 
 def rerun_with_errors(
@@ -153,9 +160,8 @@ def rerun_with_errors(
     `bbq_roles_by_order` switched on or off (the loaders keep the same items either way; `sources`,
     `data_dir`, the per-category sizes and `seed` must be those the items were loaded with); the
     written rows are unchanged by those two errors. Each setting is then scored with
-    `score_run` without and with `scorer_boundary`: correct items are scored (or found
-    in runs/<run>/scores.parquet and runs/<run>/scores_boundary_error.parquet, which cache every
-    scored version), and a permuted item takes the log-probs of its texts (`scores_by_text`).
+    `score_run` without and with `scorer_boundary`: correct items are scored (or found in the
+    run's stored scores, which keep every scored version under both settings), and a permuted item takes the log-probs of its texts (`scores_by_text`).
     Returns the stacked scores tables with the flag columns `label_errors` reads.
     """
     scored = {boundary: score_run(run_name, items, models=models, batch_size=batch_size, device=device,

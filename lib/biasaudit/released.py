@@ -7,7 +7,7 @@ one `noise_floor/<model>_noise_floor.csv` per model (English items reworded by r
 translation through a pivot language) and `data/label_fix.json` (the fix for the two label
 errors its raw scores still carry). `read_released` maps them onto the scores table of
 DESIGN.md so that every analysis of the book runs on the study's own numbers;
-`import_released` writes them as a run (runs/<run>/items.parquet, scores.parquet,
+`import_released` writes them as a run (runs/<run>/items.parquet, scores/,
 collapsed.parquet) so that every chapter reads them like a run it scored itself.
 
 How the released columns map onto the scores table:
@@ -71,6 +71,7 @@ import pandas as pd
 from biasaudit.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
 from biasaudit.items import ITEM_COLUMNS
 from biasaudit.paths import cache_dir, project_path, run_dir
+from biasaudit.runstore import ScoreStore
 from biasaudit.stereoset import DIMENSION_OF_BIAS_TYPE as STEREOSET_DIMENSIONS
 
 # --------------------------------------------------------------------------------------------
@@ -682,7 +683,7 @@ def import_released(
 
     `source` is "download" (fetch from GitHub at the pinned commits into the cache, sha256
     verified; offline this fails saying what to download and where) or a local folder. Writes
-    runs/<run>/items.parquet, scores.parquet (replacing any there), collapsed.parquet (versions
+    runs/<run>/items.parquet, the scores (replacing any there), collapsed.parquet (versions
     set aside as collapsed contrasts) and released.json (what was read and what was flagged), so
     every chapter reads the run like one it scored itself.
     """
@@ -695,9 +696,12 @@ def import_released(
     collapsed = released.collapsed[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
     items.to_parquet(out / "items.parquet", index=False)
     collapsed.to_parquet(out / "collapsed.parquet", index=False)
-    scores[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]].to_parquet(out / "scores.parquet", index=False)
+    table = scores[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]].assign(scorer_boundary=False)
+    store = ScoreStore(out)
+    store.clear()
+    store.append(table)
     report = {**released.summary, "source": str(folder), "fix_labels": fix_labels, "layer_b": layer_b,
               "score_mismatch_rows": released.score_mismatches.head(50).to_dict("records"),
               "english_mismatch_rows": released.english_mismatches.head(50).to_dict("records")}
     (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    return scores
+    return table

@@ -26,6 +26,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from biasaudit.items import ITEM_COLUMNS, OPTIONS, join_text
 from biasaudit.models import load_model
+from biasaudit.runstore import ScoreStore
 
 TEXT_COLUMNS: list[str] = ["context", *OPTIONS]
 SCORE_COLUMNS: list[str] = [f"{kind}_{o}" for o in OPTIONS for kind in ("lp_sum", "ntok", "lp_mean")]
@@ -281,7 +282,7 @@ def score(
     device: str | None = None,
     dtype: torch.dtype | None = None,
     scorer_boundary: bool = False,
-    out_path: str | Path | None = None,
+    store: ScoreStore | str | Path | None = None,
     chunk_items: int = 64,
     pack: bool = True,
     progress: bool = True,
@@ -292,9 +293,9 @@ def score(
     `gemma3-270m`) or an already loaded (model, tokenizer) pair. Both aggregates are kept
     (`lp_sum_*`, `ntok_*`, `lp_mean_*`); analyses choose one with `aggregate=`.
 
-    With `out_path`, rows are appended to that parquet file after every chunk of
-    `chunk_items` items, and rows already there for this model and setting (same item id and
-    same texts) are reused, so a rerun or an interrupted run scores nothing twice.
+    With `store` (a `ScoreStore`, or a run folder holding one), every chunk of `chunk_items` items
+    is stored as soon as it is scored, and rows already stored for this model and setting (same
+    item id and same texts) are reused, so a rerun or an interrupted run scores nothing twice.
 
     `pack=True` runs an item's three options in one sequence that shares their common prefix
     (a custom 4D attention mask; the numbers are those of scoring each option alone). Use
@@ -307,7 +308,9 @@ def score(
     elif model_name is None:
         raise ValueError("pass model_name= when giving an already loaded (model, tokenizer) pair")
     items = items[ITEM_COLUMNS].reset_index(drop=True)
-    done = _read_done(out_path, model_name, scorer_boundary, items) if out_path else pd.DataFrame()
+    if store is not None and not isinstance(store, ScoreStore):
+        store = ScoreStore(Path(store))
+    done = _read_done(store, model_name, scorer_boundary, items) if store is not None else pd.DataFrame()
     todo = items.loc[~items["item_id"].isin(done["item_id"])] if len(done) else items
     # Chunks of similar length pad less; UTF-8 bytes approximate the token count of byte-level BPEs.
     todo = todo.iloc[np.argsort([-len("".join(row).encode()) for row in todo[TEXT_COLUMNS].itertuples(index=False)],
@@ -323,8 +326,8 @@ def score(
                                         max_packed_length=window)
             results = _score_sequences(network, sequences, batch_size=batch_size, device=device, progress=bar)
             scored = _scores_frame(chunk, results, model_name, scorer_boundary)
-            if out_path:
-                _append(out_path, scored)
+            if store is not None:
+                store.append(scored)
             done = pd.concat([done, scored], ignore_index=True) if len(done) else scored
         bar.close()
     # Item columns come from `items` as given now: stored rows may predate an edit of metadata
@@ -334,39 +337,11 @@ def score(
     return table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
 
 
-def _read_done(out_path: str | Path, model_name: str, scorer_boundary: bool, items: pd.DataFrame) -> pd.DataFrame:
-    """Rows of an earlier run that still match the items (same id and texts) for this model and setting."""
-    path = Path(out_path)
-    if not path.exists():
+def _read_done(store: ScoreStore, model_name: str, scorer_boundary: bool, items: pd.DataFrame) -> pd.DataFrame:
+    """Stored rows that still match the items (same id and texts) for this model and setting."""
+    mine = store.read(model=model_name, scorer_boundary=scorer_boundary)
+    if mine.empty:
         return pd.DataFrame()
-    stored = pd.read_parquet(path)
-    mine = stored.loc[(stored["model"] == model_name) & (stored["scorer_boundary"] == scorer_boundary)]
     merged = mine.merge(items[["item_id", *TEXT_COLUMNS, "language"]], on="item_id", suffixes=("", "_now"))
     same = np.logical_and.reduce([merged[c] == merged[f"{c}_now"] for c in [*TEXT_COLUMNS, "language"]])
     return merged.loc[same, list(mine.columns)].reset_index(drop=True)
-
-
-def _append(out_path: str | Path, rows: pd.DataFrame) -> None:
-    """Add rows to the parquet file, replacing stale rows with the same key; written atomically."""
-    path = Path(out_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if path.exists():
-        stored = pd.read_parquet(path)
-        key = ["model", "scorer_boundary", "item_id"]
-        stale = stored.set_index(key).index.isin(rows.set_index(key).index)
-        rows = pd.concat([stored.loc[~stale], rows], ignore_index=True)
-    partial = path.with_name(path.name + ".partial")
-    rows.to_parquet(partial, index=False)
-    partial.replace(path)
-
-
-def score_models(
-    items: pd.DataFrame,
-    models: list[str],
-    *,
-    out_path: str | Path,
-    **kwargs,
-) -> pd.DataFrame:
-    """Score the items with each model in turn (one model in memory at a time)."""
-    tables = [score(items, name, out_path=out_path, **kwargs) for name in models]
-    return pd.concat(tables, ignore_index=True)

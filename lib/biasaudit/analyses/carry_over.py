@@ -122,7 +122,7 @@ def carry_over_table(
             chunk = pairs.loc[mask]
             if chunk.empty:
                 continue
-            clusters = pd.Index(chunk["base_id"].unique())
+            clusters = pd.Index(np.sort(chunk["base_id"].unique()))
             sums = _carry_sums(chunk, clusters, sorted(chunk["model"].unique()))
             key = ("carry_over", change, group, *(models if by_model else []))
             estimate, low, high = stats.bootstrap_sums(sums, _carry_statistic, n_boot=options.n_bootstrap,
@@ -160,7 +160,7 @@ def carry_point(pairs: pd.DataFrame) -> dict[str, float]:
     chunk = _as_carry_pairs(pairs)
     if chunk.empty:
         return nan
-    clusters = pd.Index(chunk["base_id"].unique())
+    clusters = pd.Index(np.sort(chunk["base_id"].unique()))
     sums = _carry_sums(chunk, clusters, sorted(chunk["model"].unique()))
     slope, r, sd_ratio, same = _carry_statistic(sums.sum(axis=0)[None, :])[0]
     return {"slope": float(slope), "r": float(r), "sd_ratio": float(sd_ratio), "same_choice": float(same)}

@@ -168,7 +168,7 @@ def model_gaps(
         model_floors = floors.loc[floors["model"] == model]
         languages = sorted(model_cells["language"])
         routes = sorted(model_floors["via"])
-        clusters = pd.Index(english["base_id"].unique())
+        clusters = pd.Index(np.sort(english["base_id"].unique()))
         sums = np.column_stack([
             column_sums_by_cluster(translation.loc[translation["model"] == model], "language", "change",
                                     clusters, languages),

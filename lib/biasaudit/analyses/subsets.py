@@ -192,7 +192,7 @@ def faithful_only(
     pairs = _translation_pairs_with_similarity(scores, similarity, threshold, options.aggregate)
     pairs = pairs.dropna(subset=["change"])
     languages = sorted(pairs["language"].unique())
-    clusters = pd.Index(pairs["base_id"].unique())
+    clusters = pd.Index(np.sort(pairs["base_id"].unique()))
     faithful = pairs.loc[pairs["faithful"].fillna(False).astype(bool)]
     sums = np.column_stack([column_sums_by_cluster(pairs, "language", "change", clusters, languages),
                             column_sums_by_cluster(faithful, "language", "change", clusters, languages)])

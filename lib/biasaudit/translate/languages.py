@@ -7,18 +7,18 @@ from __future__ import annotations
 import re
 
 LANGUAGE_NAMES: dict[str, str] = {
-    "ar": "Arabic", "bn": "Bengali", "de": "German", "el": "Greek", "en": "English", "es": "Spanish",
+    "ar": "Arabic", "bn": "Bengali", "ca": "Catalan", "de": "German", "el": "Greek", "en": "English", "es": "Spanish",
     "fa": "Persian", "fi": "Finnish", "fr": "French", "he": "Hebrew", "hi": "Hindi", "id": "Indonesian",
-    "it": "Italian", "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+    "it": "Italian", "ja": "Japanese", "ko": "Korean", "lb": "Luxembourgish", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
     "ru": "Russian", "sv": "Swedish", "sw": "Swahili", "ta": "Tamil", "th": "Thai", "tr": "Turkish",
     "uk": "Ukrainian", "ur": "Urdu", "vi": "Vietnamese", "zh": "Chinese (Simplified)",
 }
 
 # FLORES-200 codes used by NLLB-200 (language + script).
 NLLB_CODES: dict[str, str] = {
-    "ar": "arb_Arab", "bn": "ben_Beng", "de": "deu_Latn", "el": "ell_Grek", "en": "eng_Latn",
+    "ar": "arb_Arab", "bn": "ben_Beng", "ca": "cat_Latn", "de": "deu_Latn", "el": "ell_Grek", "en": "eng_Latn",
     "es": "spa_Latn", "fa": "pes_Arab", "fi": "fin_Latn", "fr": "fra_Latn", "he": "heb_Hebr",
-    "hi": "hin_Deva", "id": "ind_Latn", "it": "ita_Latn", "ja": "jpn_Jpan", "ko": "kor_Hang",
+    "hi": "hin_Deva", "id": "ind_Latn", "it": "ita_Latn", "ja": "jpn_Jpan", "ko": "kor_Hang", "lb": "ltz_Latn",
     "nl": "nld_Latn", "pl": "pol_Latn", "pt": "por_Latn", "ru": "rus_Cyrl", "sv": "swe_Latn",
     "sw": "swh_Latn", "ta": "tam_Taml", "th": "tha_Thai", "tr": "tur_Latn", "uk": "ukr_Cyrl",
     "ur": "urd_Arab", "vi": "vie_Latn", "zh": "zho_Hans",
@@ -45,7 +45,7 @@ SCRIPTS: dict[str, tuple[str, str]] = {
     "Greek": ("\u0370-\u03ff", "el"),
     "Hebrew": ("\u0590-\u05ff", "he"),
     "Thai": ("\u0e00-\u0e7f", "th"),
-    "Latin": ("A-Za-z\u00c0-\u024f\u1e00-\u1eff", "de en es fi fr id it nl pl pt sv sw tr vi"),
+    "Latin": ("A-Za-z\u00c0-\u024f\u1e00-\u1eff", "ca de en es fi fr id it lb nl pl pt sv sw tr vi"),
 }
 SCRIPT_OF: dict[str, str] = {lang: script for script, (_, langs) in SCRIPTS.items() for lang in langs.split()}
 

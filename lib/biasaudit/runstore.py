@@ -1,0 +1,143 @@
+"""What a run keeps on disk, and how it is written so that nothing is lost or written twice.
+
+- Scores are a partitioned parquet dataset (`runs/<run>/scores/`): every scored chunk is one new
+  file, written to a temporary name and renamed, so appending never rewrites what is there (the
+  cost of a resumed run stays linear in what it scores) and a killed run leaves only whole files.
+  A later file supersedes an earlier one for the same (model, scorer_boundary, item_id), which is
+  how a rescored version replaces a stale one. Readers see one table (`ScoreStore.read`).
+- Expensive results (cell tests, floor tests, bootstraps, detection runs) are computed once per
+  run and stored under `runs/<run>/results/`, keyed by the options and scores that made them
+  (`ResultStore.get`); later chapters read them instead of computing them again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+SCORE_KEY: list[str] = ["model", "scorer_boundary", "item_id"]
+# Files of the single-file layout of earlier versions, read as the oldest parts of the dataset.
+LEGACY_FILES: tuple[str, ...] = ("scores.parquet", "scores_boundary_error.parquet")
+
+
+class StoreWarning(UserWarning):
+    """A stored file could not be read and was set aside; its rows will be computed again."""
+
+
+def write_atomically(table: pd.DataFrame, path: Path) -> Path:
+    """Write a parquet file under a temporary name in the same folder, then rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.partial")
+    table.to_parquet(partial, index=False)
+    os.replace(partial, path)
+    return path
+
+
+def _read_part(path: Path) -> pd.DataFrame | None:
+    """One stored part, or None (with a warning) when it is truncated or corrupt: the file is renamed
+    to *.corrupt so that it is looked at once, and its rows count as not yet done."""
+    try:
+        return pq.read_table(path).to_pandas()
+    except Exception as err:  # pyarrow raises several types for a damaged file
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        warnings.warn(f"{path}: cannot be read ({type(err).__name__}: {err}); set aside as {aside.name}, "
+                      "its rows will be scored again", StoreWarning, stacklevel=3)
+        return None
+
+
+class ScoreStore:
+    """A run's scores: `runs/<run>/scores/part-<time>-<id>.parquet`, one file per scored chunk."""
+
+    def __init__(self, run_folder: Path):
+        self.run_folder = Path(run_folder)
+        self.folder = self.run_folder / "scores"
+
+    def parts(self) -> list[Path]:
+        """Stored parts, oldest first (legacy single files come before every part)."""
+        legacy = [self.run_folder / name for name in LEGACY_FILES if (self.run_folder / name).exists()]
+        parts = sorted(self.folder.glob("part-*.parquet")) if self.folder.is_dir() else []
+        return legacy + parts
+
+    def exists(self) -> bool:
+        return bool(self.parts())
+
+    def append(self, rows: pd.DataFrame) -> Path | None:
+        """Store rows as a new part; nothing already stored is read or rewritten."""
+        if rows.empty:
+            return None
+        name = f"part-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
+        return write_atomically(rows.reset_index(drop=True), self.folder / name)
+
+    def read(self, *, model: str | None = None, scorer_boundary: bool | None = None) -> pd.DataFrame:
+        """Every stored row, the latest per (model, scorer_boundary, item_id), optionally for one model
+        and setting. An empty table (no columns) when nothing is stored."""
+        frames = []
+        for path in self.parts():
+            part = _read_part(path)
+            if part is None or part.empty:
+                continue
+            if model is not None:
+                part = part.loc[part["model"] == model]
+            if scorer_boundary is not None:
+                part = part.loc[part["scorer_boundary"] == scorer_boundary]
+            frames.append(part)
+        if not frames:
+            return pd.DataFrame()
+        table = pd.concat(frames, ignore_index=True)
+        return table.drop_duplicates(SCORE_KEY, keep="last").reset_index(drop=True)
+
+    def compact(self) -> None:
+        """Merge all parts into one (the latest row per key); a reader sees the same table before and
+        after. Written first, older parts removed after, so an interruption loses nothing."""
+        parts = self.parts()
+        if len(parts) <= 1:
+            return
+        table = self.read()
+        self.append(table)
+        for path in parts:
+            path.unlink(missing_ok=True)
+
+    def clear(self) -> None:
+        """Remove every stored score (an import replaces a run's scores)."""
+        for path in self.parts():
+            path.unlink(missing_ok=True)
+
+
+def table_fingerprint(table: pd.DataFrame) -> str:
+    """A short hash of a table's content (values, column names and order): results computed from
+    another table never match its key."""
+    hashed = pd.util.hash_pandas_object(table, index=False).to_numpy()
+    digest = hashlib.sha256(np.ascontiguousarray(hashed).tobytes())
+    digest.update("|".join(map(str, table.columns)).encode())
+    return digest.hexdigest()[:16]
+
+
+class ResultStore:
+    """Tables computed once and read back: `runs/<run>/results/<name>-<key>.parquet`."""
+
+    def __init__(self, run_folder: Path):
+        self.folder = Path(run_folder) / "results"
+
+    def path(self, name: str, key: str) -> Path:
+        return self.folder / f"{name}-{key}.parquet"
+
+    def get(self, name: str, key: str, compute: Callable[[], pd.DataFrame]) -> pd.DataFrame:
+        """The stored table `name` for `key`, computed (and stored) when absent or unreadable."""
+        path = self.path(name, key)
+        if path.exists():
+            stored = _read_part(path)
+            if stored is not None:
+                return stored
+        table = compute()
+        write_atomically(table, path)
+        return table
