@@ -84,15 +84,25 @@ def gap_minus_floor(gaps: pd.DataFrame, title: str = "Gap − floor per model (9
     return (rules + points + _zero_rule()).properties(width=420, height=30 * len(data) + 20, title=title)
 
 
+def binned_counts(pairs: pd.DataFrame, x: str, y: str, bins: int = 20) -> pd.DataFrame:
+    """Counts of (x, y) pairs in a bins × bins grid over [0, 1]²: a density plot draws these few
+    hundred cells, not every pair, so it reads (and renders) the same at any number of items."""
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    counts, _, _ = np.histogram2d(pairs[x].clip(0, 1), pairs[y].clip(0, 1), bins=[edges, edges])
+    i, j = np.nonzero(counts)
+    return pd.DataFrame({f"{x}_start": edges[i], f"{x}_end": edges[i + 1], f"{y}_start": edges[j],
+                         f"{y}_end": edges[j + 1], "pairs": counts[i, j].astype(int)})
+
+
 def carry_over_density(
     pairs: pd.DataFrame,
     table: pd.DataFrame,
     changes: tuple[str, ...] = ("rewording", "translation"),
     bins: int = 20,
 ) -> alt.HConcatChart:
-    """Before/after density of item scores for each kind of change, with the least-squares line
-    (pooled within models, from `carry_over_table`'s "all" row or its only group) and the identity
-    line (perfect carry-over)."""
+    """Before/after density of item scores for each kind of change (counts binned in pandas), with
+    the least-squares line (pooled within models, from `carry_over_table`'s "all" row or its only
+    group) and the identity line (perfect carry-over)."""
     panels = []
     for change in changes:
         data = pairs.loc[pairs["change"] == change, ["before", "after"]]
@@ -107,10 +117,10 @@ def carry_over_density(
         identity = pd.DataFrame({"before": [0.0, 1.0], "after": [0.0, 1.0], "line": "identity (slope 1)"})
         lines = pd.concat([ends, identity], ignore_index=True)
         scale = alt.Scale(domain=[0, 1])
-        heat = alt.Chart(data).mark_rect().encode(
-            x=alt.X("before:Q", bin=alt.Bin(maxbins=bins, extent=[0, 1]), scale=scale, title="soft score before"),
-            y=alt.Y("after:Q", bin=alt.Bin(maxbins=bins, extent=[0, 1]), scale=scale, title="soft score after"),
-            color=alt.Color("count():Q", scale=alt.Scale(scheme="greys"), title="pairs"),
+        heat = alt.Chart(binned_counts(data, "before", "after", bins)).mark_rect().encode(
+            x=alt.X("before_start:Q", scale=scale, title="soft score before"), x2="before_end:Q",
+            y=alt.Y("after_start:Q", scale=scale, title="soft score after"), y2="after_end:Q",
+            color=alt.Color("pairs:Q", scale=alt.Scale(scheme="greys"), title="pairs"),
         )
         line = alt.Chart(lines).mark_line(clip=True).encode(
             x=alt.X("before:Q", scale=scale), y=alt.Y("after:Q", scale=scale),
@@ -119,8 +129,36 @@ def carry_over_density(
             color=alt.value("#d95f02"),
         )
         panels.append((heat + line).properties(width=260, height=260, title=alt.TitleParams(
-            change, subtitle=f"slope {fit['slope']:.2f}, r {fit['r']:.2f}, {len(data)} pairs")))
+            change, subtitle=f"slope {fit['slope']:.2f}, r {fit['r']:.2f}, {len(data):,} pairs")))
     return alt.hconcat(*panels).resolve_scale(color="independent")
+
+
+def box_summary(data: pd.DataFrame, value: str, by: list[str]) -> pd.DataFrame:
+    """Per group: quartiles, median and Tukey whiskers (the most extreme values within 1.5 IQR), so a
+    box plot draws one row per group whatever the number of values."""
+    def summarise(values: pd.Series) -> pd.Series:
+        q1, median, q3 = values.quantile([0.25, 0.5, 0.75])
+        inside = values[(values >= q1 - 1.5 * (q3 - q1)) & (values <= q3 + 1.5 * (q3 - q1))]
+        return pd.Series({"low": inside.min(), "q1": q1, "median": median, "q3": q3, "high": inside.max(),
+                          "n": len(values)})
+
+    return data.groupby(by, sort=False)[value].apply(summarise).unstack().reset_index()
+
+
+def similarity_boxes(pairs: pd.DataFrame, *, order: list[str], threshold: float, title: str) -> alt.FacetChart:
+    """Box plots of similarity to the English original, translation against unrelated item, per
+    language, with a dashed rule at the faithful threshold."""
+    boxes = box_summary(pairs, "similarity", ["language", "pair"])
+    base = alt.Chart().encode(y=alt.Y("pair:N", title=None, axis=None), color=alt.Color("pair:N", title=None))
+    whiskers = base.mark_rule().encode(x=alt.X("low:Q", scale=alt.Scale(zero=False),
+                                               title="cosine similarity to the English original"), x2="high:Q")
+    box = base.mark_bar(size=12).encode(x="q1:Q", x2="q3:Q", tooltip=["language", "pair", "n:Q",
+                                                                       alt.Tooltip("median:Q", format=".3f")])
+    median = base.mark_tick(color="black", size=12).encode(x="median:Q")
+    rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(threshold))
+    return alt.layer(whiskers, box, median, rule, data=boxes).properties(width=420, height=34).facet(
+        row=alt.Row("language:N", title=None, sort=order, header=alt.Header(labelAngle=0, labelAlign="left")),
+        title=title)
 
 
 def carry_over_intervals(table: pd.DataFrame, title: str = "Carry-over with 95% bootstrap intervals") -> alt.FacetChart:
@@ -279,3 +317,4 @@ def case_heatmap(case: pd.DataFrame, title: str = "") -> alt.LayerChart:
     bold = base.mark_text(fontSize=11, fontWeight="bold").encode(text=alt.Text("soft:Q", format=".2f")).transform_filter(
         alt.datum.choice == "stereotyped")
     return (heat + plain + bold).properties(width=110 * data["model"].nunique(), height=24 * len(order), title=title)
+

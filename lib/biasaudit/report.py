@@ -1,0 +1,133 @@
+"""What a chapter hands its notebook: tables, figures, and the values its prose quotes.
+
+A chapter function (`biasaudit.chapters`) computes everything in the library, where it is tested;
+the notebook only calls it, glues the values into its Markdown (`Report.glue`), and shows the
+tables and figures. Tables are shown for reading (`readable`): named columns, rounded numbers,
+counts as integers, no positional index, no all-empty columns, long text wrapped, and any text
+from the data escaped, so an item that contains `<script>` or `**bold**` shows as written.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+# Wrap long text in table cells instead of stretching the page.
+_CELL_STYLE = [{"selector": "td", "props": [("white-space", "normal"), ("max-width", "28em"),
+                                            ("vertical-align", "top")]},
+               {"selector": "th", "props": [("text-align", "left")]}]
+
+
+@dataclass(frozen=True)
+class TableStyle:
+    """How one table is shown: which columns under which names, and how numbers are written.
+
+    `columns` maps a column to its shown name (and selects and orders them; None keeps all);
+    `decimals` is the default number of decimals, `percent` the columns shown as percentages,
+    `index` a column to show as the row label (none: no index at all).
+    """
+
+    columns: dict[str, str] | None = None
+    decimals: int = 3
+    empty: str = "This run has no rows for this table."
+    percent: tuple[str, ...] = ()
+    formats: dict[str, str] = field(default_factory=dict)
+    caption: str = ""
+
+
+def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
+    """A pandas Styler of `table` for reading (see the module docstring)."""
+    shown = table.copy()
+    if style.columns is not None:
+        missing = [c for c in style.columns if c not in shown.columns]
+        if missing:
+            raise KeyError(f"readable: columns {missing} are not in the table ({list(shown.columns)})")
+        shown = shown[list(style.columns)].rename(columns=style.columns)
+    names = style.columns or {c: c for c in shown.columns}
+    shown = shown.loc[:, [c for c in shown.columns if not shown[c].isna().all()]] if len(shown) else shown
+    formats: dict[str, Any] = {}
+    for column in shown.columns:
+        source = next((k for k, v in names.items() if v == column), column)
+        values = shown[column]
+        if source in style.formats:
+            formats[column] = style.formats[source]
+        elif source in style.percent:
+            formats[column] = "{:.0%}"
+        elif pd.api.types.is_bool_dtype(values):
+            formats[column] = lambda v: "yes" if v is True or v == 1 else ("no" if v is False or v == 0 else "")
+        elif pd.api.types.is_integer_dtype(values) or _is_count(str(source), values):
+            formats[column] = lambda v: "" if pd.isna(v) else f"{int(v):,}"
+        elif pd.api.types.is_float_dtype(values):
+            formats[column] = f"{{:.{style.decimals}f}}"
+    styler = shown.style.format(formats, na_rep="", escape="html").hide(axis="index")
+    styler = styler.set_table_styles(_CELL_STYLE)
+    if style.caption:
+        styler = styler.set_caption(style.caption)
+    return styler
+
+
+def _is_count(name: str, values: pd.Series) -> bool:
+    """A float column that holds counts (NaN made it float): named like a count, whole numbers only."""
+    if not pd.api.types.is_float_dtype(values):
+        return False
+    known = values.dropna().to_numpy()
+    counted = name == "n" or name.startswith(("n_", "reliable_", "cells_")) or name.endswith("_count")
+    return counted and bool(np.all(known == np.round(known)))
+
+
+@dataclass
+class Report:
+    """A chapter's tables, figures and quoted values."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    styles: dict[str, TableStyle] = field(default_factory=dict)
+
+    def add_table(self, name: str, table: pd.DataFrame, style: TableStyle | None = None) -> pd.DataFrame:
+        self.tables[name] = table
+        if style is not None:
+            self.styles[name] = style
+        return table
+
+    def table(self, name: str):
+        """The table `name`, formatted for reading; a one-line note instead of an empty table."""
+        style = self.styles.get(name, TableStyle())
+        if self.tables[name].empty:
+            return note(style.empty)
+        return readable(self.tables[name], style)
+
+    def figure(self, name: str):
+        return self.figures[name]
+
+    def glue(self) -> None:
+        """Glue every value for the notebook's Markdown ({glue:text}`name`), without displaying it."""
+        from myst_nb import glue
+
+        for name, value in self.values.items():
+            glue(name, _plain(value), display=False)
+
+
+def note(text: str):
+    """A one-line note shown where a table or chart would be, when a run has no data for it."""
+    from IPython.display import Markdown
+
+    return Markdown(f"*{text}*")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python values, so that glued numbers format like Python's."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def spoken_list(parts: list[str], conjunction: str = "and") -> str:
+    """"a", "a and b", "a, b and c"."""
+    parts = [str(p) for p in parts]
+    if not parts:
+        return ""
+    if len(parts) == 1:
+        return parts[0]
+    return ", ".join(parts[:-1]) + f" {conjunction} " + parts[-1]
