@@ -20,6 +20,7 @@ import time
 import numpy as np
 import pandas as pd
 from biasaudit import analyses
+from biasaudit.options import DEFAULT_SEED, StudyOptions
 from scipy import stats as sps
 from scipy.special import logit
 
@@ -67,20 +68,19 @@ def main() -> None:
     parser.add_argument("--scipy-cells", type=int, default=3, help="cells scipy runs on (time scaled to all)")
     args = parser.parse_args()
 
-    scores = study_scores(seed=20261129)
+    scores = study_scores(seed=DEFAULT_SEED)
     per_model = scores.groupby("model").size().iloc[0]
     print(f"table: {scores['model'].nunique()} models x {per_model:,} item versions = {len(scores):,} rows; "
           f"{args.permutations:,} permutations, {args.bootstrap:,} bootstraps, {args.runs} detection runs")
-    common = dict(n_permutations=args.permutations, seed=1)
+    options = StudyOptions(n_permutations=args.permutations, n_bootstrap=args.bootstrap, seed=1)
     calls = {
-        "cell_tests (10_language_drops)": lambda: analyses.cell_tests(scores, **common),
-        "language_drops (10_language_drops)": lambda: analyses.language_drops(scores, **common),
-        "noise_floor (11_noise_floor)": lambda: analyses.noise_floor(scores, **common),
-        "floor_cells (11_noise_floor)": lambda: analyses.floor_cells(scores, **common),
-        "model_gaps (12_models)": lambda: analyses.model_gaps(scores, n_bootstrap=args.bootstrap, **common),
-        "carry_over_table (13_carry_over)": lambda: analyses.carry_over_table(scores, n_bootstrap=args.bootstrap,
-                                                                              seed=1),
-        "detection_power (19_detection)": lambda: analyses.detection_power(scores, n_runs=args.runs, **common),
+        "cell_tests (10_language_drops)": lambda: analyses.cell_tests(scores, options),
+        "language_drops (10_language_drops)": lambda: analyses.language_drops(scores, options),
+        "noise_floor (11_noise_floor)": lambda: analyses.noise_floor(scores, options),
+        "floor_cells (11_noise_floor)": lambda: analyses.floor_cells(scores, options),
+        "model_gaps (12_models)": lambda: analyses.model_gaps(scores, options),
+        "carry_over_table (13_carry_over)": lambda: analyses.carry_over_table(scores, options),
+        "detection_power (19_detection)": lambda: analyses.detection_power(scores, options, n_runs=args.runs),
     }
     timings = {}
     results = {}

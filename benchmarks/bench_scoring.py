@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from biasaudit.items import read_items
 from biasaudit.models import load_model
+from biasaudit.options import DEFAULT_SEED
 from biasaudit.reference import naive_scores
 from biasaudit.scoring import score
 
@@ -24,7 +25,7 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--items", type=int, default=60, help="item versions scored by both")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=20261129)
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     args = parser.parse_args()
 
     bank = read_items()

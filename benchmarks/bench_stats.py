@@ -15,6 +15,7 @@ import time
 
 import numpy as np
 import pandas as pd
+from biasaudit.options import DEFAULT_SEED
 from biasaudit.stats import sign_flip_tests
 from scipy import stats as sps
 
@@ -46,7 +47,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="best-of repeats for sign_flip_tests")
     args = parser.parse_args()
 
-    table = study_table(seed=20261129)
+    table = study_table(seed=DEFAULT_SEED)
     cells = table.groupby(["model", "language"], sort=True)["diff"]
     n_cells = cells.ngroups
     sizes = cells.size()

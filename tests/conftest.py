@@ -6,9 +6,8 @@ import os
 
 import pandas as pd
 import pytest
-from scipy.special import logit
-
 from biasaudit.testing import tiny_model, train_tokenizer
+from scipy.special import logit
 
 
 @pytest.fixture(scope="session")

@@ -6,9 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from biasaudit import analyses
-from conftest import score_row
 from biasaudit.options import StudyOptions
 from biasaudit.stats import sign_flip_pvalue
+from conftest import score_row
 from scipy import stats as sps
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests

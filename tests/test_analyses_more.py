@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 from biasaudit import analyses, pipeline, scoring
 from biasaudit.options import StudyOptions
-from conftest import score_row
 from biasaudit.runstore import ScoreStore
 from biasaudit.stats import sign_flip_pvalue
+from conftest import score_row
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests
 
@@ -303,7 +303,9 @@ def test_model_agreement_without_surface_properties():
     result = analyses.model_agreement(scores).set_index("group")
     assert np.isnan(result.loc["sw", "agreement_change"]) and result.loc["sw", "n_model_pairs"] == 0
     assert result.loc["sw", "features"] == "" and np.isnan(result.loc["sw", "r2"])
-    assert result.loc["sw", "center"] == pytest.approx(0.5 + 0.03 * 0 + 0.6 * 0.0, abs=0.5)
+    # sw = 0.5 + 0.03 i and en = 0.5 + 0.05 i: the least-squares line is sw = 0.5 + 0.6 (en − 0.5), which
+    # passes through 0.5 at en = 0.5
+    assert result.loc["sw", "center"] == pytest.approx(0.5, abs=1e-9)
 
 
 def test_word_frequency_support_says_why():

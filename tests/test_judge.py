@@ -199,3 +199,19 @@ def test_contrast_judge_prompts_and_parses(bank, tmp_path):
                                 progress=False)
     again.judge(bank, versions)
     assert again.calls == 0
+
+
+def test_the_judge_catches_what_cleaning_lets_through(e5):
+    """SmolLM2's accepted replies pass the cleaning rules but mean something else; a correct
+    translation of the same text (written by hand) must sit closer to the English text."""
+    import json
+    from pathlib import Path
+
+    records = [json.loads(line) for line in (Path(__file__).parent / "fixtures" / "translate" /
+                                             "smollm2_replies.jsonl").read_text("utf-8").splitlines()]
+    accepted = [r for r in records if r["translation"] is not None]
+    sources = [r["text"] for r in accepted]
+    machine = judge.pairwise_cosine(e5, sources, [r["translation"] for r in accepted])
+    human = judge.pairwise_cosine(e5, sources, [r["reference"] for r in accepted])
+    assert (human > machine).mean() >= 0.9, list(zip(sources, machine.round(3), human.round(3)))
+    assert np.median(human - machine) > 0.03

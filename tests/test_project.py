@@ -10,7 +10,8 @@ import nbformat
 import pytest
 import yaml
 from biasaudit.check_html import remote_assets
-from biasaudit.run_book import analysis_notebooks, notebook_parameters, read_params
+from biasaudit.params import RunParams, given_keys, read_params
+from biasaudit.run_book import analysis_notebooks, notebook_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -47,10 +48,24 @@ def test_ci_runs_the_readme_test_command():
 
 
 @pytest.mark.parametrize("params_file", sorted((ROOT / "params").glob("*.yml")), ids=lambda p: p.name)
-def test_every_params_key_is_a_notebook_parameter(params_file):
+def test_every_params_file_is_valid_and_feeds_a_notebook(params_file):
+    read_params(params_file)  # raises ParamsError on a bad key or value
     declared = set().union(*(notebook_parameters(ROOT / "notebooks" / f"{n}.ipynb") for n in analysis_notebooks()))
-    unknown = set(read_params(params_file)) - declared
+    unknown = given_keys(params_file) - declared
     assert not unknown, f"{params_file.name}: {sorted(unknown)} is not a parameter of any notebook in _toc.yml"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_parameters_are_the_schema_with_its_defaults(path):
+    """A notebook's parameters cell and RunParams say the same: same names, same defaults, same types
+    (papermill would silently accept a notebook default that the schema rejects)."""
+    defaults = RunParams()
+    for name, info in notebook_parameters(path).items():
+        assert name in RunParams.model_fields, f"{path.name}: {name} is not in RunParams"
+        assert eval(info["default"]) == getattr(defaults, name), f"{path.name}: default of {name}"
+        field_type = str(RunParams.model_fields[name].annotation).replace("typing.", "")
+        assert info["inferred_type_name"].split("[")[0] in field_type or field_type.startswith("Literal"), \
+            f"{path.name}: {name} is {info['inferred_type_name']}, the schema says {field_type}"
 
 
 def test_toc_lists_every_notebook_and_every_notebook_exists():
@@ -71,6 +86,11 @@ def test_notebook_shape(path):
                 if re.match(r"^#{1,2} ", l)]
     assert sum(h.startswith("# ") for h in headings) == 1, "exactly one H1"
     assert headings[1] == "## Overview" and "## Summary" in headings
+    # Heavy logic lives in the library: a short call, no branching, no prose built in code.
+    lines = [l for c in code[1:] for l in c.source.splitlines() if l.strip() and not l.strip().startswith("#")]
+    assert len(lines) <= 40, f"{len(lines)} lines of code"
+    assert not [l for l in lines if re.match(r"\s*(if|elif|for|while|def)\b", l)], "no branching in a notebook"
+    assert not [l for l in lines if re.search(r"\bf[\"']", l)], "no f-strings: prose comes from the chapter"
 
 
 def test_check_html_flags_remote_scripts_only(tmp_path):

@@ -21,7 +21,7 @@ import pytest
 from biasaudit import analyses, pipeline
 from biasaudit import released as rel
 from biasaudit.items import ITEM_COLUMNS
-from biasaudit.options import StudyOptions
+from biasaudit.options import DEFAULT_SEED, StudyOptions
 from biasaudit.paths import PROJECT_ROOT
 from scipy.special import expit
 
@@ -310,7 +310,7 @@ def test_reproduces_llama_cell_and_floor_tests():
 
     paper = pd.read_csv(REAL / "cell_tests.csv")
     paper = paper.loc[paper["model"] == "llama3.1-8b"].assign(language=lambda t: t["language"].map(rel.iso_language))
-    cells = analyses.cell_tests(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=20261129))
+    cells = analyses.cell_tests(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=DEFAULT_SEED))
     both = cells.merge(paper, on=["model", "language"], validate="one_to_one")
     assert len(both) == 7
     assert both["n_x"].tolist() == both["n_y"].tolist()
@@ -324,7 +324,7 @@ def test_reproduces_llama_cell_and_floor_tests():
 
     paper_floor = pd.read_csv(REAL / "floor_tests.csv")
     paper_floor = paper_floor.loc[paper_floor["model"] == "llama3.1-8b"]
-    floors = analyses.floor_cells(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=20261129))
+    floors = analyses.floor_cells(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=DEFAULT_SEED))
     both = floors.merge(paper_floor, left_on=["model", "via"], right_on=["model", "pivot"], validate="one_to_one")
     assert len(both) == 3
     assert both["n_x"].tolist() == both["n_y"].tolist() == [361, 346, 359]

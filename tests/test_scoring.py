@@ -79,6 +79,7 @@ def test_boundary_error_drops_the_first_continuation_token(tiny_lm, small_items)
     right = scoring.score(english, (model, tokenizer), model_name="tiny", progress=False)
     wrong = scoring.score(english, (model, tokenizer), model_name="tiny", progress=False, scorer_boundary=True)
     assert wrong["scorer_boundary"].all() and not right["scorer_boundary"].any()
+    compared = 0
     for it, good, bad in zip(english.itertuples(), right.itertuples(), wrong.itertuples()):
         for option in OPTIONS:
             text = getattr(it, option)
@@ -86,10 +87,12 @@ def test_boundary_error_drops_the_first_continuation_token(tiny_lm, small_items)
             separate, _ = scoring.encode_separately(tokenizer, it.context, text, "en")
             if ids != separate:
                 continue  # tokenizations differ; the comparison below assumes they agree
+            compared += 1
             first_lp = reference_first_token_logprob(model, ids, positions[0])
             assert getattr(bad, f"ntok_{option}") == getattr(good, f"ntok_{option}") - 1
             assert getattr(bad, f"lp_sum_{option}") == pytest.approx(getattr(good, f"lp_sum_{option}") - first_lp,
                                                                       abs=1e-4)
+    assert compared >= 6, f"only {compared} options tokenize the same both ways: the test would check too little"
 
 
 def reference_first_token_logprob(model, ids: list[int], position: int) -> float:

@@ -335,14 +335,29 @@ def test_a_reply_cut_off_by_the_token_limit_fails_unless_only_notes_were_cut():
     assert notes_cut.output == ES
 
 
-def test_recorded_smollm2_replies_clean_as_recorded():
-    """Replies SmolLM2-135M-Instruct gave to this project's prompt (raw, end marker included)."""
+def test_recorded_smollm2_replies_clean_by_the_rules():
+    """Replies SmolLM2-135M-Instruct gave to this project's prompt (raw, end marker included). The
+    expected outcome of each was worked out by hand from the rules of `clean_reply` (the `why` of
+    each record says which rule decides). Cleaning only extracts: the 19 accepted ones are in the
+    right language but wrong in meaning, which is the judge's to catch (see test_judge)."""
     records = [json.loads(line) for line in (FIXTURES / "smollm2_replies.jsonl").read_text("utf-8").splitlines()]
-    assert len(records) >= 10
+    assert len(records) == 32 and sum(r["translation"] is not None for r in records) == 19
     for r in records:
         outcome = tr.clean_reply(r["raw"], r["text"], "en", r["target"], finished=tr.END_OF_REPLY in r["raw"])
         assert outcome.output == r["translation"], r
-        assert (outcome.reason.split(":")[0] if outcome.reason else "") == r["reason"].split(":")[0], r
+        assert outcome.reason.startswith(r["reason"]) and bool(outcome.reason) == bool(r["reason"]), r
+
+
+@pytest.mark.parametrize("candidate, text, expected", [
+    ("El profesor ganó la national math competition.", "The student who won the national math competition was",
+     "national math"),
+    ("Je suis désolé de la mango tree.", "the mango tree needed watering.", "mango tree"),
+    ("El jar de honey en la sala.", "a jar of honey on the shelf.", ""),  # copied, but not two in a row
+    ("John Smith llegó tarde.", "John Smith arrived late.", ""),  # names stay as they are
+    ("el de la casa", "of the house", ""),  # short words do not count
+])
+def test_copied_words(candidate, text, expected):
+    assert tr.copied_words(candidate, text) == expected
 
 
 @pytest.mark.parametrize("text, translation, target, expected", [
@@ -545,7 +560,14 @@ def test_chat_translator_on_smollm2_for_two_short_items(tmp_path):
     result = tr.translate_items(items, translator, ["es"])
     assert len(result.items) + len(result.failed) == 2
     assert translator.calls == 8
-    table = translator.translate_detailed(items["stereotyped"].tolist(), "en", "es")
+    texts = [t for column in ("context", "stereotyped", "anti_stereotyped", "third") for t in items[column]]
+    table = translator.translate_detailed(texts, "en", "es")
     assert table["cached"].all() and table["raw"].str.len().gt(0).all()
-    for translation, reason in zip(table["translation"], table["reason"]):
-        assert (translation is None) == bool(reason)
+    # Each outcome is the cleaning rules applied to the model's own reply (the end-of-turn marker
+    # tells a finished reply from one cut off), and the chat path does produce usable Spanish:
+    # a broken chat template or decoding loop would leave nothing accepted.
+    for text, raw, translation, reason in table[["text", "raw", "translation", "reason"]].itertuples(index=False):
+        expected = tr.clean_reply(raw, text, "en", "es", finished=tr.END_OF_REPLY in raw)
+        assert (translation, reason) == (expected.output, expected.reason)
+    accepted = table["translation"].dropna()
+    assert len(accepted) >= 2 and all(tr.script_share(t, "es") > 0.9 for t in accepted)

@@ -117,7 +117,9 @@ def score_run(
     scorer_boundary: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings)."""
-    from biasaudit.scoring import score  # loads torch: only the chapters that score need it
+    from biasaudit.scoring import (
+        score,  # loads torch: only the chapters that score need it
+    )
 
     store = ScoreStore(run_dir(run_name))
     tables, timings = [], []

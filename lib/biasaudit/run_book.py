@@ -73,7 +73,9 @@ def write_parameters_page(params_path: str | Path, out_dir: Path) -> None:
     (out_dir / "parameters.md").write_text(text, encoding="utf-8")
 
 
-def run(params_path: str | Path, only: list[str] | None = None) -> list[tuple[str, float]]:
+def run(params_path: str | Path, only: list[str] | None = None, out_dir: Path | None = None) -> list[tuple[str, float]]:
+    """Run every chapter (or `only` these) with the params file into `out_dir` (default book/analyses/);
+    return (chapter, seconds) pairs."""
     params = read_params(params_path)
     values = {key: getattr(params, key) for key in given_keys(params_path)}
     names = analysis_notebooks()
@@ -81,7 +83,7 @@ def run(params_path: str | Path, only: list[str] | None = None) -> list[tuple[st
     unused = set(values) - set().union(*declared.values())
     if unused:
         raise ParamsError(f"{params_path}: {sorted(unused)} is not a parameter of any notebook in _toc.yml")
-    out_dir = PROJECT_ROOT / ANALYSES
+    out_dir = Path(out_dir) if out_dir is not None else PROJECT_ROOT / ANALYSES
     out_dir.mkdir(parents=True, exist_ok=True)
     write_parameters_page(params_path, out_dir)
     timings = []

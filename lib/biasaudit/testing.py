@@ -25,7 +25,14 @@ CORPUS: list[str] = [
 def train_tokenizer(add_bos: bool, corpus: list[str] | None = None, vocab_size: int = 400):
     """A byte-level BPE tokenizer (any text encodes); `add_bos` decides whether it adds <s>, and a
     chat template is set, so the model can also stand in for a chat model."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from tokenizers import (
+        Tokenizer,
+        decoders,
+        models,
+        pre_tokenizers,
+        processors,
+        trainers,
+    )
     from transformers import PreTrainedTokenizerFast
 
     tokenizer = Tokenizer(models.BPE())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from biasaudit import pipeline
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle

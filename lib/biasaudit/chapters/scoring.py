@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from biasaudit import pipeline
 from biasaudit.analyses import score_summary
 from biasaudit.models import OFFLINE_MODELS
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle
-
-import pandas as pd
 
 
 def report(params: RunParams) -> Report:

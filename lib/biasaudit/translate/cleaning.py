@@ -86,13 +86,28 @@ def _most_repeated(text: str, language: str) -> int:
     return max(grams.values(), default=0)
 
 
+def copied_words(candidate: str, text: str) -> str:
+    """Two consecutive words of the source, both lower case in it and of three letters or more,
+    found consecutive in the candidate ("" if none): a phrase left untranslated ("national math",
+    "mango tree"). Capitalised words are left alone: names are kept in translation."""
+    source_words = re.findall(r"[^\W\d_]+", text)
+    pairs = {(a.casefold(), b.casefold()) for a, b in zip(source_words, source_words[1:])
+             if a.islower() and b.islower() and len(a) >= 3 and len(b) >= 3}
+    words = [w.casefold() for w in re.findall(r"[^\W\d_]+", candidate)]
+    found = [f"{a} {b}" for a, b in zip(words, words[1:]) if (a, b) in pairs]
+    return found[0] if found else ""
+
+
 def validate_output(candidate: str, text: str, source: str, target: str) -> str:
     """Why `candidate` cannot be used as the translation of `text` ("" when it can).
 
     The checks: empty; a refusal; `{PLACEHOLDER}` markers changed; the source text returned or
-    repeated (three words or more, when the languages differ); far longer than a translation
-    can be; a decoding loop (a run of three words three times, where the text has none); a
-    question that is no longer a question; written in the wrong script.
+    repeated (three words or more, when the languages differ); source words left untranslated
+    (`copied_words`, when the languages differ); far longer than a translation can be; a decoding
+    loop (a run of three words three times, where the text has none); a question that is no longer
+    a question; written in the wrong script. These catch replies that are not translations; a
+    fluent reply in the right language that means something else passes them, and is the
+    embedding judge's to catch (`biasaudit.judge`).
     """
     if not candidate.strip():
         return "empty"
@@ -102,6 +117,9 @@ def validate_output(candidate: str, text: str, source: str, target: str) -> str:
         return "placeholders changed"
     if source != target and len(text.split()) >= 3 and normalise(text) in normalise(candidate):
         return "source text returned untranslated"
+    copied = copied_words(candidate, text) if source != target else ""
+    if copied:
+        return f"source words left untranslated ({copied!r})"
     if len(candidate) > 3 * len(text) + 40:
         return "too long to be only a translation"
     if _most_repeated(candidate, target) >= 3 > _most_repeated(text, source):

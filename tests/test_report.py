@@ -1,0 +1,38 @@
+"""Tables are shown for reading, and text from the data is shown as text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from biasaudit.report import Report, TableStyle, readable, spoken_list
+
+
+def test_readable_names_rounds_counts_and_hides_the_index():
+    table = pd.DataFrame({"language": ["es", "sw"], "n_items": [64.0, np.nan], "drop": [0.12345, -0.5],
+                          "share": [0.25, 1.0], "empty": [np.nan, np.nan]}, index=[7, 9])
+    html = readable(table, TableStyle(columns={"language": "language", "n_items": "items", "drop": "drop",
+                                               "share": "share", "empty": "empty"}, percent=("share",))).to_html()
+    assert ">items<" in html and ">n_items<" not in html
+    assert ">64<" in html and "64.000" not in html, "counts as integers"
+    assert ">0.123<" in html and ">-0.500<" in html and ">25%<" in html
+    assert ">empty<" not in html, "all-empty columns are dropped"
+    assert ">7<" not in html and ">9<" not in html, "no positional index"
+
+
+def test_text_from_the_data_is_escaped():
+    table = pd.DataFrame({"context": ["<script>alert(1)</script>", "**bold** & <b>tag</b>"]})
+    html = readable(table).to_html()
+    assert "<script>alert" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;b&gt;tag&lt;/b&gt;" in html and "**bold** &amp;" in html
+
+
+def test_an_empty_table_becomes_a_note():
+    report = Report()
+    report.add_table("nothing", pd.DataFrame(columns=["a"]), TableStyle(empty="No StereoSet items here."))
+    shown = report.table("nothing")
+    assert "No StereoSet items here." in shown.data
+
+
+def test_spoken_list():
+    assert [spoken_list([]), spoken_list(["a"]), spoken_list(["a", "b"]), spoken_list(["a", "b", "c"])] == \
+        ["", "a", "a and b", "a, b and c"]
