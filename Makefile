@@ -40,6 +40,8 @@ bench: venv
 	$(BIN)/python benchmarks/bench_scoring.py
 	$(BIN)/python benchmarks/bench_stats.py
 	$(BIN)/python benchmarks/bench_analyses.py
+	$(BIN)/python benchmarks/bench_store.py
+	$(BIN)/python benchmarks/bench_chapters.py
 
 clean:
 	rm -rf _build book/analyses

@@ -1,5 +1,5 @@
 """Where a run's files live. Paths are resolved from the project root, so notebooks run the
-same from the book runner (cwd = root), from nbval (cwd = notebooks/) or from a terminal."""
+same from the book runner (cwd = notebooks/), from the tests or from a terminal."""
 
 from __future__ import annotations
 

@@ -289,9 +289,21 @@ def ablation_plan(params, items: pd.DataFrame, models: list[str]) -> AblationPla
     else `source_items` per category from the mirror folder when one is set. Every written base item
     is rescored in English, in `rescore_languages` and in the English rewordings of `rescore_routes`.
     """
+    from biasaudit.params import check_model_name
     from biasaudit.sources import resolve_data_dir
 
     empty = items.iloc[0:0]
+    unknown = []
+    for model in models:
+        try:
+            check_model_name(model)
+        except ValueError:
+            unknown.append(model)
+    if unknown:
+        return AblationPlan(empty, models, [], "", (0, 0), (
+            f"This run's models ({', '.join(unknown)}) are names of scores this run read, not models that can be "
+            "loaded here, so nothing can be rescored: the label errors are shown on the released scores below (when "
+            "they are at hand), and the scorer error is described only."))
     if not items[["stereotyped", "anti_stereotyped", "third"]].notna().all().all():
         return AblationPlan(empty, models, [], "", (0, 0), (
             f"This run's items carry no continuation texts (the paper's released scores are of this kind), and its "
