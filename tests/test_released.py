@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from biasaudit import analyses, pipeline
+from biasaudit import downloads
 from biasaudit import released as rel
 from biasaudit.items import ITEM_COLUMNS
 from biasaudit.options import DEFAULT_SEED, StudyOptions
@@ -229,23 +230,23 @@ def _serve_fixtures(url: str, timeout: float = 0):
 
 
 def test_fetch_verifies_hashes_and_records_unpinned_ones(tmp_path, monkeypatch):
-    monkeypatch.setattr(rel.urllib.request, "urlopen", _serve_fixtures)
+    monkeypatch.setattr(downloads.urllib.request, "urlopen", _serve_fixtures)
     monkeypatch.setattr(rel, "RELEASED_MODELS", ("tiny-a",))
-    pinned = {"label_fix.json": rel.sha256_of(FIXTURES / "label_fix.json")}
+    pinned = {"label_fix.json": downloads.sha256_of(FIXTURES / "label_fix.json")}
     monkeypatch.setattr(rel, "KNOWN_SHA256", pinned)
     folder = tmp_path / "cache"
-    with pytest.warns(rel.ReleasedDataWarning, match="no pinned sha256"):
+    with pytest.warns(downloads.DownloadWarning, match="no pinned sha256"):
         rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert (folder / "tiny-a_checkpoint.csv").read_bytes() == (FIXTURES / "tiny-a_checkpoint.csv").read_bytes()
-    first_seen = json.loads((folder / rel.FIRST_SEEN_HASHES).read_text())
+    first_seen = json.loads((folder / downloads.FIRST_SEEN_HASHES).read_text())
     assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv"}
     # A second fetch finds everything verified and downloads nothing.
-    monkeypatch.setattr(rel.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
+    monkeypatch.setattr(downloads.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
     rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     # A file that no longer matches its recorded hash is fetched again, and a wrong pin is refused.
     (folder / "tiny-a_checkpoint.csv").write_text("tampered")
     monkeypatch.setattr(rel, "KNOWN_SHA256", {**pinned, "tiny-a_checkpoint.csv": "0" * 64})
-    monkeypatch.setattr(rel.urllib.request, "urlopen", _serve_fixtures)
+    monkeypatch.setattr(downloads.urllib.request, "urlopen", _serve_fixtures)
     with pytest.raises(rel.ReleasedDataError, match="does not match the pinned"):
         rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert not list(folder.glob("*.part"))
@@ -255,7 +256,7 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
     def offline(url, timeout=0):
         raise urllib.error.URLError("Temporary failure in name resolution")
 
-    monkeypatch.setattr(rel.urllib.request, "urlopen", offline)
+    monkeypatch.setattr(downloads.urllib.request, "urlopen", offline)
     monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(rel.ReleasedDataError) as err:
         rel.import_released("offline", "download", models=["llama3.1-8b"])

@@ -318,3 +318,64 @@ def case_heatmap(case: pd.DataFrame, title: str = "") -> alt.LayerChart:
         alt.datum.choice == "stereotyped")
     return (heat + plain + bold).properties(width=110 * data["model"].nunique(), height=24 * len(order), title=title)
 
+
+
+def polar_pass_rates(rates: pd.DataFrame, title: str = "Pass rate by language, per concern and model") -> alt.FacetChart:
+    """One polar chart per concern (MLA-BiTe's Figure 4): a slice per language, its radius the pass
+    rate (0 at the centre, 1 at the rim); one row of charts per model."""
+    data = rates.dropna(subset=["pass_rate"]).assign(slice=1)
+    base = alt.Chart().encode(
+        theta=alt.Theta("slice:Q", stack=True),
+        radius=alt.Radius("pass_rate:Q", scale=alt.Scale(domain=[0, 1], type="sqrt", zero=True)),
+        color=alt.Color("language:N", title="language"),
+        tooltip=["model", "concern", "language", alt.Tooltip("pass_rate:Q", format=".0%"), "passed:Q", "total:Q"])
+    return alt.layer(base.mark_arc(stroke="white"), data=data).properties(width=120, height=120).facet(
+        column=alt.Column("concern:N", title=None), row=alt.Row("model:N", title=None), title=title)
+
+
+def pass_rate_heatmap(rates: pd.DataFrame, title: str = "Pass rate by model and language") -> alt.LayerChart:
+    """Language × model pass rates (MLA-BiTe's Figure 5), the rate printed in each cell."""
+    data = rates.dropna(subset=["pass_rate"])
+    base = alt.Chart(data).encode(x=alt.X("language:N", title="language"), y=alt.Y("model:N", title="model"))
+    heat = base.mark_rect().encode(color=alt.Color("pass_rate:Q", scale=alt.Scale(domain=[0, 1], scheme="greens"),
+                                                   title="pass rate"),
+                                   tooltip=["model", "language", alt.Tooltip("pass_rate:Q", format=".0%"),
+                                            "passed:Q", "failed:Q", "errors:Q"])
+    text = base.mark_text(fontSize=11).encode(text=alt.Text("pass_rate:Q", format=".0%"))
+    return (heat + text).properties(width=50 * data["language"].nunique(), height=40 * data["model"].nunique(),
+                                    title=title)
+
+
+def correlation_heatmap(correlations: pd.DataFrame,
+                        title: str = "Correlation of pass rates between languages (over concerns)") -> alt.FacetChart:
+    """Per model, the Pearson r between every two languages' pass rates per concern (MLA-BiTe's Figure 6)."""
+    data = correlations.dropna(subset=["r"])
+    base = alt.Chart().encode(x=alt.X("language_a:N", title=None), y=alt.Y("language_b:N", title=None))
+    heat = base.mark_rect().encode(color=alt.Color("r:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue"),
+                                                   title="r"), tooltip=["model", "language_a", "language_b",
+                                                                        alt.Tooltip("r:Q", format=".2f"),
+                                                                        "n_concerns:Q"])
+    text = base.mark_text(fontSize=9).encode(text=alt.Text("r:Q", format=".2f"))
+    return alt.layer(heat, text, data=data).properties(width=220, height=220).facet(
+        column=alt.Column("model:N", title=None), title=title)
+
+
+def pass_drops(cells: pd.DataFrame, floor: pd.DataFrame,
+               title: str = "Pass drop (English − language) per model, against the rewording floor") -> alt.LayerChart:
+    """Each model × language pass drop as a dot (filled where reliable), with a band from −floor to
+    +floor per model: a drop inside the band is no larger than rewording English produces."""
+    data = cells.assign(marker=cells["reliable"].map({True: "reliable", False: "not reliable"}))
+    y = alt.Y("model:N", title=None)
+    layers = []
+    if len(floor):
+        band = floor.groupby("model")["floor"].median().rename("floor").reset_index()
+        band["low"], band["high"] = -band["floor"], band["floor"]
+        layers.append(alt.Chart(band).mark_bar(opacity=0.2, color="gray", size=22).encode(
+            y=y, x=alt.X("low:Q"), x2="high:Q", tooltip=["model", alt.Tooltip("floor:Q", format=".0%")]))
+    layers.append(alt.Chart(data).mark_point(size=70).encode(
+        y=y, x=alt.X("pass_drop:Q", title="pass rate in English − in the language", axis=alt.Axis(format="%")),
+        color=alt.Color("language:N"), shape=alt.Shape("marker:N", title=None),
+        fill=alt.condition(alt.datum.reliable, alt.Color("language:N"), alt.value("white")),
+        tooltip=["model", "language", alt.Tooltip("pass_drop:Q", format=".0%"), "n:Q", alt.Tooltip("q:Q", format=".3f")]))
+    layers.append(_zero_rule())
+    return alt.layer(*layers).properties(width=420, height=40 * max(1, data["model"].nunique()), title=title)

@@ -115,6 +115,26 @@ def default_dtype(device: str) -> "torch.dtype":
     return torch.float32
 
 
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes bfloat16 natively (AVX512-BF16 or AMX on x86, read from
+    /proc/cpuinfo); elsewhere bf16 is emulated and slower than fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return " avx512_bf16" in flags or " amx_bf16" in flags
+
+
+def resolve_dtype(choice: str, device: str) -> "torch.dtype":
+    """"float32", "bfloat16", "float16", or "auto": the device's default (`default_dtype`), except
+    bf16 on a CPU that has it natively."""
+    import torch
+
+    if choice == "auto":
+        return torch.bfloat16 if device.startswith("cpu") and cpu_has_native_bf16() else default_dtype(device)
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[choice]
+
+
 def _converted_dir(name: str) -> Path:
     return cache_dir() / "models" / name
 

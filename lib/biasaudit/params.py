@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from biasaudit.options import DEFAULT_SEED, Aggregate, StudyOptions
 from biasaudit.paths import project_path
@@ -101,6 +108,27 @@ class RunParams(BaseModel):
     rescore_routes: list[str] = Field(default_factory=lambda: ["human-1"])
     source_items: int = Field(3, ge=0)
     base_id: str = ""
+    # --- template tests (30)
+    template_library: str = Field("project", description='"project" (data/templates), "langbite" (download), '
+                                                         "or a folder of LangBiTe's files")
+    endpoint: str = Field("", pattern=r"^(https?://\S+)?$", description="an OpenAI-compatible server's base URL")
+    chat_models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
+    max_instances: int = Field(1, ge=0, description="filled prompts per template (seeded sample); 0: all")
+    max_templates: int = Field(4, ge=0, description="templates per concern (seeded sample); 0: all")
+    template_routes: list[str] = Field(default_factory=lambda: ["human-1"])
+    n_attempts: int = Field(3, ge=0)
+    delta: float = Field(0.02, ge=0, le=1)
+    max_new_tokens: int = Field(40, ge=1)
+    answer_margin: int = Field(4, ge=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    generation_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    oracle_match: Literal["unicode", "langbite"] = "unicode"
+    quote_note: Literal["own", "english"] = "own"
+    template_translator: str = Field("", description="translates templates into languages the library lacks")
+    template_paraphraser: str = Field("", description="chat model writing P English rewordings when the library "
+                                                      "has none")
+    n_paraphrases: int = Field(1, ge=1, le=5)
 
     @field_validator("languages", "sample_languages", "pivots", "rescore_languages")
     @classmethod
@@ -116,6 +144,21 @@ class RunParams(BaseModel):
     def _models(cls, names: list[str]) -> list[str]:
         for name in names:
             check_model_name(name)
+        return names
+
+    @field_validator("template_library")
+    @classmethod
+    def _library(cls, source: str) -> str:
+        if source not in ("project", "langbite") and not project_path(source).is_dir():
+            raise ValueError(f"{source!r}: use \"project\", \"langbite\" or a folder of LangBiTe's files")
+        return source
+
+    @field_validator("chat_models")
+    @classmethod
+    def _chat_models(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        if not info.data.get("endpoint"):  # models behind an endpoint have the server's own names
+            for name in names:
+                check_model_name(name)
         return names
 
     @field_validator("item_banks")

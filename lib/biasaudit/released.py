@@ -53,13 +53,7 @@ How the released columns map onto the scores table:
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
-import tempfile
-import urllib.error
-import urllib.request
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,6 +63,7 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
+from biasaudit.downloads import DownloadError, PinnedFile, fetch
 from biasaudit.items import ITEM_COLUMNS
 from biasaudit.paths import cache_dir, project_path, run_dir
 from biasaudit.runstore import ScoreStore
@@ -95,7 +90,6 @@ KNOWN_SHA256: dict[str, str] = {
     "cell_tests.csv": "d857af49ff233e01866b53d3c9b60dddcb2f461d95350a25d59dd9f144e09f00",
     "floor_tests.csv": "195b6c3dcdc531ab78a8c9ee122bf9850f3ecd8ef1f52700300a79e0344a5f0d",
 }
-FIRST_SEEN_HASHES: str = "sha256-first-download.json"
 
 ITEM_FILE_COLUMNS: tuple[str, ...] = (
     "model", "prompt_id", "base_prompt_id", "language", "category", "layer", "context",
@@ -137,24 +131,12 @@ class ReleasedDataWarning(UserWarning):
     """Something in the released files deserves a look but does not stop the import."""
 
 
-@dataclass(frozen=True)
-class ReleasedFile:
-    """One file of the paper's release: its local name, path in the repository, and pin."""
-
-    name: str
-    path: str
-    commit: str
-
-    @property
-    def url(self) -> str:
-        return f"https://raw.githubusercontent.com/{RELEASED_REPOSITORY}/{self.commit}/{self.path}"
-
-    @property
-    def sha256(self) -> str | None:
-        return KNOWN_SHA256.get(self.name)
+def released_file(name: str, path: str, commit: str) -> PinnedFile:
+    """One file of the paper's release at its pin (sha256 from KNOWN_SHA256 when known)."""
+    return PinnedFile(name, RELEASED_REPOSITORY, path, commit, KNOWN_SHA256.get(name))
 
 
-def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[ReleasedFile]:
+def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
     """The files `fetch_released` downloads: per model the item and noise-floor scores, then
     label_fix.json and (optionally) the paper's own per-cell results, all at pinned commits."""
     chosen = list(RELEASED_MODELS if models is None else models)
@@ -164,55 +146,20 @@ def released_files(models: Iterable[str] | None = None, *, with_paper_results: b
     base = "MultilingualBiasAudit/"
     files = []
     for model in chosen:
-        files.append(ReleasedFile(f"{model}_checkpoint.csv", f"{base}results/v2/{model}_checkpoint.csv",
-                                  RESULTS_COMMIT))
-        files.append(ReleasedFile(f"{model}_noise_floor.csv",
-                                  f"{base}results/v2/noise_floor/{model}_noise_floor.csv", RESULTS_COMMIT))
-    files.append(ReleasedFile("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
+        files.append(released_file(f"{model}_checkpoint.csv", f"{base}results/v2/{model}_checkpoint.csv",
+                                   RESULTS_COMMIT))
+        files.append(released_file(f"{model}_noise_floor.csv",
+                                   f"{base}results/v2/noise_floor/{model}_noise_floor.csv", RESULTS_COMMIT))
+    files.append(released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
     if with_paper_results:
         for name in ("cell_tests.csv", "floor_tests.csv"):
-            files.append(ReleasedFile(name, f"{base}results/reanalysis/{name}", RESULTS_COMMIT))
+            files.append(released_file(name, f"{base}results/reanalysis/{name}", RESULTS_COMMIT))
     return files
 
 
 def released_cache() -> Path:
     """cache_dir()/released/<commit>: where downloads go (BIASAUDIT_CACHE_DIR moves the cache)."""
     return cache_dir() / "released" / RESULTS_COMMIT[:12]
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _first_seen(folder: Path) -> dict[str, str]:
-    path = folder / FIRST_SEEN_HASHES
-    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
-
-
-def _expected_hash(file: ReleasedFile, folder: Path) -> str | None:
-    return file.sha256 or _first_seen(folder).get(file.name)
-
-
-def _verified(file: ReleasedFile, folder: Path) -> bool:
-    path = folder / file.name
-    expected = _expected_hash(file, folder)
-    return path.exists() and (expected is None or sha256_of(path) == expected)
-
-
-def _offline_message(missing: list[ReleasedFile], folder: Path, reason: str) -> str:
-    lines = "\n".join(f"  {f.url}\n      -> {folder / f.name}" for f in missing)
-    return (
-        f"Could not download the paper's released scores ({reason}).\n"
-        f"Download these {len(missing)} file(s) on a machine with network access and put them in\n"
-        f"{folder} (the cache; keep the file names):\n{lines}\n"
-        "Or put them in any folder and pass that folder instead of 'download' (parameter\n"
-        "`released_scores` of 02_score, or `biasaudit.released.import_released(run, folder)`); the folder\n"
-        "$BIASAUDIT_DATA_DIR/released is used by the tests."
-    )
 
 
 def fetch_released(
@@ -223,46 +170,19 @@ def fetch_released(
     timeout: float = 60.0,
 ) -> Path:
     """Download the released files over HTTPS from raw GitHub at the pinned commits into
-    `folder` (default `released_cache()`), verify each one's sha256, and return the folder.
-
-    Files already there and verified are not downloaded again. A file whose hash this project
-    knows must match it; for the others the hash of the first download is recorded in the folder
-    (sha256-first-download.json) and later reads must match that. Without network access this
-    raises ReleasedDataError saying which files to download and where to put them.
+    `folder` (default `released_cache()`), verify each one's sha256, and return the folder
+    (`biasaudit.downloads.fetch`: files already there and verified are not downloaded again).
+    Without network access this raises ReleasedDataError saying which files to download and where.
     """
     folder = Path(folder) if folder is not None else released_cache()
-    folder.mkdir(parents=True, exist_ok=True)
-    files = released_files(models, with_paper_results=with_paper_results)
-    missing = [f for f in files if not _verified(f, folder)]
-    first_seen = _first_seen(folder)
-    for position, file in enumerate(missing):
-        target = folder / file.name
-        part_path: Path | None = None
-        try:
-            with urllib.request.urlopen(file.url, timeout=timeout) as response, \
-                    tempfile.NamedTemporaryFile(dir=folder, delete=False, suffix=".part") as part:
-                part_path = Path(part.name)
-                shutil.copyfileobj(response, part)
-        except (urllib.error.URLError, OSError, TimeoutError) as err:
-            if part_path is not None:
-                part_path.unlink(missing_ok=True)
-            raise ReleasedDataError(_offline_message(missing[position:], folder, str(err))) from err
-        digest = sha256_of(part_path)
-        expected = file.sha256 or first_seen.get(file.name)
-        if expected is not None and digest != expected:
-            part_path.unlink(missing_ok=True)
-            raise ReleasedDataError(
-                f"{file.url}: sha256 {digest} does not match the pinned {expected}; the download is "
-                "corrupt or the pin is wrong. Nothing was kept; download it again or check KNOWN_SHA256."
-            )
-        os.replace(part_path, target)
-        if file.sha256 is None and file.name not in first_seen:
-            first_seen[file.name] = digest
-            (folder / FIRST_SEEN_HASHES).write_text(json.dumps(first_seen, indent=1, sort_keys=True), encoding="utf-8")
-            warnings.warn(
-                f"{file.name}: no pinned sha256 in biasaudit.released.KNOWN_SHA256; recorded {digest} from this "
-                "first download, later reads are checked against it", ReleasedDataWarning, stacklevel=2)
-    return folder
+    alternative = ("Or put them in any folder and pass that folder instead of 'download' (parameter\n"
+                   "`released_scores`, or `biasaudit.released.import_released(run, folder)`); the folder\n"
+                   "$BIASAUDIT_DATA_DIR/released is used by the tests.")
+    try:
+        return fetch(released_files(models, with_paper_results=with_paper_results), folder, timeout=timeout,
+                     alternative=alternative)
+    except DownloadError as err:
+        raise ReleasedDataError(f"the paper's released scores: {err}") from None
 
 
 def resolve_released_source(source: str | Path, models: Iterable[str] | None = None) -> Path:
@@ -513,7 +433,7 @@ def load_released(
         if fix_path is None or not fix_path.exists():
             raise ReleasedDataError(
                 f"{path}: fix_labels=True needs label_fix.json beside the score files; download "
-                f"{ReleasedFile('label_fix.json', 'MultilingualBiasAudit/data/label_fix.json', LABEL_FIX_COMMIT).url} "
+                f"{released_file('label_fix.json', 'MultilingualBiasAudit/data/label_fix.json', LABEL_FIX_COMMIT).url} "
                 "into that folder, or pass fix_labels=False to read the raw (mislabelled) scores"
             )
         mapping = read_label_fix(fix_path)

@@ -17,8 +17,8 @@ import pandas as pd
 
 # Wrap long text in table cells instead of stretching the page.
 _CELL_STYLE = [{"selector": "td", "props": [("white-space", "normal"), ("max-width", "28em"),
-                                            ("vertical-align", "top")]},
-               {"selector": "th", "props": [("text-align", "left")]}]
+                                            ("vertical-align", "top"), ("padding", "0.15em 0.6em")]},
+               {"selector": "th", "props": [("text-align", "left"), ("padding", "0.15em 0.6em")]}]
 
 
 @dataclass(frozen=True)

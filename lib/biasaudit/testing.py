@@ -70,7 +70,7 @@ def tiny_model(vocab_size: int, seed: int = 0):
         num_hidden_layers=2,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=512,
+        max_position_embeddings=4096,
     )
     model = LlamaForCausalLM(config)
     model.eval()

@@ -19,4 +19,5 @@ returns a `biasaudit.report.Report`. Notebooks hold the narrative, the parameter
 | 19_detection | `detection` |
 | 20_label_errors | `label_errors` |
 | 21_case_study | `case_study` |
+| 30_template_tests | `template_tests` |
 """
