@@ -197,18 +197,18 @@ def test_against_rewording_by_hand(faithful_case):
     result = analyses.against_rewording(scores, similarity, options=StudyOptions(n_permutations=500, n_bootstrap=300))
     assert list(dict.fromkeys(result["subset"])) == ["all items", "fully preserved", "without StereoSet"]
     everything = result.loc[result["subset"] == "all items"].set_index("language")
-    # per item: translation change −0.2 or −0.05, rewording change −0.02
-    differences = {"es": [-0.18] + [-0.03] * 5, "sw": [-0.18] * 3 + [-0.03] * 3}
-    for language, d in differences.items():
-        assert everything.loc[language, "difference"] == pytest.approx(np.mean(d))
-        assert everything.loc[language, "rewording_change"] == pytest.approx(-0.02)
+    # per item: translation drop 0.2 or 0.05, rewording drop 0.02
+    excess = {"es": [0.18] + [0.03] * 5, "sw": [0.18] * 3 + [0.03] * 3}
+    for language, d in excess.items():
+        assert everything.loc[language, "excess_drop"] == pytest.approx(np.mean(d))
+        assert everything.loc[language, "rewording_drop"] == pytest.approx(0.02)
         assert everything.loc[language, "p"] == pytest.approx(sign_flip_pvalue(np.array(d), rng=np.random.default_rng(0)))
     assert np.allclose(everything["q"], multipletests(everything["p"], method="fdr_bh")[1])
     preserved = result.loc[result["subset"] == "fully preserved"]
     assert set(preserved["n_items"]) == {2}, "b3 and b4 are faithful in both languages (b5/sw is unjudged)"
-    assert preserved["difference"].tolist() == pytest.approx([-0.03, -0.03])
+    assert preserved["excess_drop"].tolist() == pytest.approx([0.03, 0.03])
     without = result.loc[result["subset"] == "without StereoSet"].set_index("language")
-    assert without.loc["sw", "n_items"] == 4 and without.loc["sw", "difference"] == pytest.approx((-0.18 - 3 * 0.03) / 4)
+    assert without.loc["sw", "n_items"] == 4 and without.loc["sw", "excess_drop"] == pytest.approx((0.18 + 3 * 0.03) / 4)
     no_judge = analyses.against_rewording(scores, options=StudyOptions(n_permutations=200, n_bootstrap=100))
     assert "fully preserved" not in set(no_judge["subset"])
 

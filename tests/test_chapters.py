@@ -110,3 +110,11 @@ def test_the_error_run_sentence_says_when_errors_1_and_2_change_nothing():
     assert text.endswith("moves the English soft score to 0.520 and the translation slope to 0.20, and leaves 3 model "
                          "× version rows with an unscored continuation.")
     assert label_errors.run_text(errors.iloc[0:0], per_source) == "No rerun was possible on this run's items (see above)."
+
+
+def test_the_floor_is_read_against_the_noise_only_value():
+    from biasaudit.chapters.floor import floor_against_noise
+
+    assert floor_against_noise(0.0094, 0.0121).startswith("The floor (0.0094) is no larger than the noise-only value "
+                                                          "(0.0121): rewording moves the mean")
+    assert "part of the floor is a systematic effect" in floor_against_noise(0.02, 0.01)

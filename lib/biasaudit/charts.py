@@ -379,3 +379,42 @@ def pass_drops(cells: pd.DataFrame, floor: pd.DataFrame,
         tooltip=["model", "language", alt.Tooltip("pass_drop:Q", format=".0%"), "n:Q", alt.Tooltip("q:Q", format=".3f")]))
     layers.append(_zero_rule())
     return alt.layer(*layers).properties(width=420, height=40 * max(1, data["model"].nunique()), title=title)
+
+
+VERDICT_COLOURS = {"real shift": "#d95f02", "within noise": "#1b9e77", "too little power to tell": "#7570b3"}
+
+
+def verdict_chart(cells: pd.DataFrame, title: str = "Drop per model and language, coloured by its verdict"
+                  ) -> alt.LayerChart:
+    """Each model × language drop with its interval, coloured by the verdict; the grey band is the
+    model's noise floor (±floor): a drop inside it is no larger than rewording produces."""
+    data = cells.assign(row=cells["language"] + " · " + cells["model"])
+    order = list(data.sort_values(["language", "model"])["row"])
+    y = alt.Y("row:N", sort=order, title=None)
+    colour = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
+                       title="verdict")
+    band = alt.Chart(data.assign(lo=-data["floor"], hi=data["floor"])).mark_bar(color="lightgray", size=14).encode(
+        y=y, x="lo:Q", x2="hi:Q")
+    rules = alt.Chart(data).mark_rule(strokeWidth=2).encode(y=y, x=alt.X("low:Q", title="drop (English − language)"),
+                                                            x2="high:Q", color=colour)
+    points = alt.Chart(data).mark_point(filled=True, size=60).encode(
+        y=y, x="drop:Q", color=colour, tooltip=["model", "language", "verdict", alt.Tooltip("drop:Q", format=".3f"),
+                                                alt.Tooltip("q:Q", format=".3f"), alt.Tooltip("power:Q", format=".0%")])
+    return (band + rules + points + _zero_rule()).properties(width=420, height=18 * len(data) + 20, title=title)
+
+
+def language_curves(curves: pd.DataFrame, summary: pd.DataFrame,
+                    title: str = "Detection at each language's own scatter") -> alt.LayerChart:
+    """Per language, the share of its cells called reliable against the injected drop δ, with a dot
+    at the language's observed |drop| (median over models)."""
+    colour = alt.Color("language:N", title="language")
+    lines = alt.Chart(curves).mark_line(point=True).encode(
+        x=alt.X("delta:Q", title="injected drop δ (soft score)"),
+        y=alt.Y("detected:Q", title="share of the language's cells called reliable", scale=alt.Scale(domain=[0, 1])),
+        color=colour, tooltip=["language", alt.Tooltip("delta:Q", format=".3f"), alt.Tooltip("detected:Q", format=".2f")])
+    dots = alt.Chart(summary.dropna(subset=["power_observed"])).mark_point(size=120, shape="diamond", filled=True).encode(
+        x="observed:Q", y="power_observed:Q", color=colour,
+        tooltip=["language", alt.Tooltip("observed:Q", format=".3f"), alt.Tooltip("power_observed:Q", format=".0%")])
+    level = alt.Chart(pd.DataFrame({"v": [0.8]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="v:Q")
+    return alt.layer(lines, dots, level).properties(width=440, height=260, title=alt.TitleParams(
+        title, subtitle="diamond: the observed drop; dashed: 80% power"))

@@ -9,8 +9,70 @@ import pandas as pd
 from scipy import stats as sps
 
 from biasaudit import stats
-from biasaudit.analyses.scores import english_rewording_pairs, item_scores
+from biasaudit.analyses.scores import english_rewording_pairs, item_scores, paired_with_english
 from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+
+
+def null_pvalues(cells: list, shifts: np.ndarray, n_runs: int, options: StudyOptions, label: str,
+                 center: bool = False) -> np.ndarray:
+    """(cells × runs × shifts) sign-flip p-values of each cell's per-item changes after fresh random
+    signs in every run (a true shift of zero with the cell's own spread), lowered by each shift.
+
+    `cells` are (key, changes) pairs; `center` removes a cell's mean change first, so that a real
+    shift in the data does not widen its spread. Each cell has its own generator, seeded by
+    (seed, label, key), shared by its runs and shifts."""
+    p = np.empty((len(cells), n_runs, shifts.size))
+    for k, (key, series) in enumerate(cells):
+        d = np.sort(np.asarray(series, dtype=float))
+        if center:
+            d = np.sort(d - d.mean())
+        key = key if isinstance(key, tuple) else (key,)
+        rng = np.random.default_rng([options.seed, stats.group_seed_key((label, *key))])
+        data_signs = np.where(rng.random((d.size, n_runs)) < 0.5, -1.0, 1.0)
+        p[k] = stats.sign_flip_pvalues_shifted(d[:, None] * data_signs, shifts, n_permutations=options.n_permutations,
+                                               rng=rng)
+    return p
+
+
+def language_detection(
+    scores: pd.DataFrame,
+    options: StudyOptions = DEFAULT_OPTIONS,
+    *,
+    deltas: list[float] | tuple[float, ...] = (0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.10),
+    n_runs: int = 100,
+) -> pd.DataFrame:
+    """Power at the scatter of the language cells themselves: would the test catch a drop of δ in
+    one language?
+
+    The cells are chapter 10's model × language cells of translations. Each cell's per-item changes
+    are centred (its observed mean removed) and get fresh random signs in every run, so the true
+    shift is zero while the cell's own scatter is kept; then the cells of one language are lowered
+    by δ, the others left at zero, and every cell is tested with Benjamini–Hochberg over all model ×
+    language cells, as in chapter 10. One row per language × δ: language, delta, n_cells (the
+    language's cells), n_runs, detected (share of the language's cells called reliable), sd (mean
+    over the language's cells of the SD of the per-item changes).
+    """
+    deltas = [float(d) for d in deltas]
+    shifts = np.array(sorted(set(deltas) | {0.0}))
+    zero = int(np.flatnonzero(shifts == 0.0)[0])
+    pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
+    cells = list(pairs.groupby(["model", "language"], sort=True)["change"])
+    columns = ["language", "delta", "n_cells", "n_runs", "detected", "sd"]
+    if not cells:
+        return pd.DataFrame(columns=columns)
+    p = null_pvalues(cells, shifts, n_runs, options, "language detection", center=True)
+    languages = np.array([key[1] for key, _ in cells])
+    rows = []
+    for language in sorted(set(languages)):
+        mine = languages == language
+        sd = float(np.mean([series.std(ddof=1) for (key, series) in cells if key[1] == language]))
+        for delta in deltas:
+            used = p[:, :, zero].copy()
+            used[mine] = p[mine, :, int(np.flatnonzero(shifts == delta)[0])]
+            hits = sps.false_discovery_control(used, axis=0, method="bh")[mine] < options.alpha
+            rows.append({"language": language, "delta": delta, "n_cells": int(mine.sum()), "n_runs": n_runs,
+                         "detected": float(hits.mean()), "sd": sd})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def detection_power(
@@ -52,13 +114,7 @@ def detection_power(
     columns = ["delta", "n_cells", "n_runs", "detected", "detected_se", "any_detected", "false_alarm"]
     if not cells:
         return pd.DataFrame(columns=columns)
-    p = np.empty((len(cells), n_runs, shifts.size))
-    for k, (key, series) in enumerate(cells):
-        d = np.sort(series.to_numpy(dtype=float))
-        rng = np.random.default_rng([options.seed, stats.group_seed_key(("detection", *key))])
-        data_signs = np.where(rng.random((d.size, n_runs)) < 0.5, -1.0, 1.0)
-        p[k] = stats.sign_flip_pvalues_shifted(d[:, None] * data_signs, shifts, n_permutations=options.n_permutations,
-                                                   rng=rng)
+    p = null_pvalues(cells, shifts, n_runs, options, "detection")
     chooser = np.random.default_rng([options.seed, stats.group_seed_key(("detection", "chosen cells"))])
     chosen = chooser.integers(0, len(cells), size=n_runs)
     rows = []

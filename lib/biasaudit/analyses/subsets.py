@@ -242,53 +242,53 @@ def against_rewording(
     *,
     threshold: float = 0.9,
 ) -> pd.DataFrame:
-    """Does translating an item move its score more than rewording it? Item by item, per language.
+    """Does translating an item lower its score more than rewording it does? Item by item, per language.
 
-    For each base item: its translation change in language L (soft in L − English soft, averaged
-    over models) and its rewording change (reworded English − English, averaged over models and
-    rewording routes); d = translation change − rewording change, on the items that have both.
-    Per language: the mean of d with a percentile bootstrap interval over items and a paired
+    For each base item: its translation drop in language L (English soft − soft in L, averaged over
+    models) and its rewording drop (English − reworded English, averaged over models and rewording
+    routes); excess_drop = translation drop − rewording drop, on the items that have both (positive:
+    translation lowers the score more than rewording does; the book's sign for every drop). Per
+    language: the mean excess drop with a percentile bootstrap interval over items and a paired
     sign-flip test over items, with Benjamini–Hochberg across the languages of each subset.
-    Negative d: translation lowers the score more than rewording does.
 
     Subsets: "all items"; "fully preserved" (with `similarity`: only base items whose translation
     is faithful, similarity ≥ `threshold`, in every language the item has; the same items in every
     language); "without StereoSet" (only when the table has StereoSet translations). Columns:
-    subset, language, n_items, translation_change, rewording_change, difference, low, high, p, q,
+    subset, language, n_items, translation_drop, rewording_drop, excess_drop, low, high, p, q,
     reliable.
     """
     scored = item_scores(scores, options.aggregate)
     pairs = _translation_pairs_with_similarity(scores, similarity, threshold, options.aggregate)
-    rewording = english_rewording_pairs(scored).groupby("base_id")["change"].mean().rename("rewording_change")
-    per_item = (pairs.groupby(["base_id", "language"], as_index=False)
-                .agg(translation_change=("change", "mean"), source=("source", "first")))
+    rewording = (-english_rewording_pairs(scored).groupby("base_id")["change"].mean()).rename("rewording_drop")
+    per_item = (pairs.assign(drop=-pairs["change"]).groupby(["base_id", "language"], as_index=False)
+                .agg(translation_drop=("drop", "mean"), source=("source", "first")))
     per_item = per_item.merge(rewording, left_on="base_id", right_index=True).dropna(
-        subset=["translation_change", "rewording_change"])
-    per_item["difference"] = per_item["translation_change"] - per_item["rewording_change"]
+        subset=["translation_drop", "rewording_drop"])
+    per_item["excess_drop"] = per_item["translation_drop"] - per_item["rewording_drop"]
     subsets: dict[str, pd.DataFrame] = {"all items": per_item}
     if similarity is not None:
         kept = pairs.groupby("base_id")["faithful"].agg(lambda f: bool(f.fillna(False).all()))
         subsets["fully preserved"] = per_item.loc[per_item["base_id"].isin(kept.index[kept])]
     if (per_item["source"] == "stereoset").any():
         subsets["without StereoSet"] = per_item.loc[per_item["source"] != "stereoset"]
-    columns = ["subset", "language", "n_items", "translation_change", "rewording_change", "difference", "low",
+    columns = ["subset", "language", "n_items", "translation_drop", "rewording_drop", "excess_drop", "low",
                "high", "p", "q", "reliable"]
     frames = []
     for subset, table in subsets.items():
         if table.empty:
             continue
-        tests = stats.sign_flip_tests(table, by=["language"], value="difference",
+        tests = stats.sign_flip_tests(table, by=["language"], value="excess_drop",
                                       n_permutations=options.n_permutations, seed=options.seed)
         tests = stats.add_bh(tests, alpha=options.alpha)
         rows = []
         for language, group in table.groupby("language", sort=True):
             _, low, high = stats.bootstrap_mean_ci(
-                group["difference"].to_numpy(), n_boot=options.n_bootstrap, level=options.level,
+                group["excess_drop"].to_numpy(), n_boot=options.n_bootstrap, level=options.level,
                 seed=[options.seed, stats.group_seed_key(("against_rewording", subset, language))])
             rows.append({"subset": subset, "language": language, "n_items": len(group),
-                         "translation_change": float(group["translation_change"].mean()),
-                         "rewording_change": float(group["rewording_change"].mean()),
-                         "difference": float(group["difference"].mean()), "low": low, "high": high})
+                         "translation_drop": float(group["translation_drop"].mean()),
+                         "rewording_drop": float(group["rewording_drop"].mean()),
+                         "excess_drop": float(group["excess_drop"].mean()), "low": low, "high": high})
         frames.append(pd.DataFrame(rows).merge(tests[["language", "p", "q", "reliable"]], on="language"))
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 

@@ -19,5 +19,6 @@ returns a `biasaudit.report.Report`. Notebooks hold the narrative, the parameter
 | 19_detection | `detection` |
 | 20_label_errors | `label_errors` |
 | 21_case_study | `case_study` |
+| 22_verdict | `verdict` |
 | 30_template_tests | `template_tests` |
 """

@@ -18,8 +18,8 @@ FAITHFUL_STYLE = TableStyle(columns={
     "reduction": "reduction", "reduction_low": "low  ", "reduction_high": "high  "},
     decimals=4, percent=("share_faithful",))
 TESTS_STYLE = TableStyle(columns={
-    "subset": "subset", "language": "language", "n_items": "items", "translation_change": "translation change",
-    "rewording_change": "rewording change", "difference": "difference", "low": "low", "high": "high", "p": "p",
+    "subset": "subset", "language": "language", "n_items": "items", "translation_drop": "translation drop",
+    "rewording_drop": "rewording drop", "excess_drop": "excess drop", "low": "low", "high": "high", "p": "p",
     "q": "q", "reliable": "reliable"}, decimals=4)
 
 
@@ -60,12 +60,13 @@ def faithful_text(faithful: pd.DataFrame) -> str:
 def tests_text(tests: pd.DataFrame) -> str:
     lines = []
     for subset, rows in tests.groupby("subset", sort=False):
-        below = rows.loc[rows["reliable"] & (rows["difference"] < 0), "language"].tolist()
-        above = rows.loc[rows["reliable"] & (rows["difference"] > 0), "language"].tolist()
-        line = (f"{subset} ({int(rows['n_items'].max())} items at most per language): {len(below)} of {len(rows)} "
-                f"languages move reliably more than rewording, downwards" + (f" ({', '.join(below)})" if below else ""))
-        if above:
-            line += f", and {len(above)} reliably upwards ({', '.join(above)})"
+        more = rows.loc[rows["reliable"] & (rows["excess_drop"] > 0), "language"].tolist()
+        less = rows.loc[rows["reliable"] & (rows["excess_drop"] < 0), "language"].tolist()
+        line = (f"{subset} ({int(rows['n_items'].max())} items at most per language): in {len(more)} of {len(rows)} "
+                f"languages translation reliably lowers the score more than rewording does"
+                + (f" ({', '.join(more)})" if more else ""))
+        if less:
+            line += f", and in {len(less)} reliably less ({', '.join(less)})"
         lines.append(line)
     return "; ".join(lines) + "." if lines else "This run has no items with both translations and rewordings."
 
@@ -117,7 +118,7 @@ def report(params: RunParams) -> Report:
     else:
         out.figures["faithful"] = note("No similarity table in this run: nothing to draw.")
     out.figures["tests"] = charts.forest(
-        tests, label="language", estimate="difference", low="low", high="high", color="subset",
-        x_title="translation change − rewording change (soft score)",
+        tests, label="language", estimate="excess_drop", low="low", high="high", color="subset",
+        x_title="excess drop: translation drop − rewording drop (soft score)",
         title="Translation against rewording, item by item (95% bootstrap intervals)")
     return out

@@ -19,6 +19,18 @@ CELLS_STYLE = TableStyle(columns={
     "q": "q", "reliable": "reliable", "sd": "SD of the changes", "noise_only": "noise only"}, decimals=4)
 
 
+def floor_against_noise(floor: float, noise_only: float) -> str:
+    """What the floor means next to the noise-only value (the |mean| pure scatter gives on average)."""
+    if floor <= noise_only:
+        return (f"The floor ({floor:.4f}) is no larger than the noise-only value ({noise_only:.4f}): rewording moves "
+                "the mean English score no more than pure scatter of this size would on average, which is what no "
+                "systematic effect of rewording looks like. The floor is then the size of a mean's random error over "
+                "these items: a language drop no larger than it cannot be told apart from that error.")
+    return (f"The floor ({floor:.4f}) is larger than the noise-only value ({noise_only:.4f}): rewording shifts the mean "
+            "English score somewhat more than pure scatter of this size would on average, so part of the floor is a "
+            "systematic effect of the rewording itself, which a translation carries too.")
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     floor = study.noise_floor()
@@ -50,6 +62,7 @@ def report(params: RunParams) -> Report:
         "n_reliable_binary": int(cells["reliable_binary"].sum()), "smallest_q": float(cells["q"].min()),
         "mean_slope": float(routes["slope"].mean()), "mean_r": float(routes["r"].mean()),
         "same_choice_all": float(overall["same_choice"]),
+        "floor_against_noise": floor_against_noise(float(overall["floor"]), float(overall["noise_only"])),
     })
     out.figures["floor"] = charts.floor_bars(floor)
     out.figures["heatmap"] = charts.drop_heatmap(cells, group="via",

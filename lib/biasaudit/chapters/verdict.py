@@ -1,0 +1,55 @@
+"""Chapter 22: is each language's lower score a real shift? One verdict per language, from the evidence
+of the earlier chapters, by a rule written on the page (`biasaudit.analyses.verdict`)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit import charts
+from biasaudit.analyses import verdict as v
+from biasaudit.chapters.faithful import read_similarity
+from biasaudit.params import RunParams
+from biasaudit.report import Report, TableStyle, spoken_list
+from biasaudit.study import Study
+
+LANGUAGE_STYLE = TableStyle(columns={
+    "language": "language", "verdict": "verdict", "drop": "drop (English − language)", "low": "low", "high": "high",
+    "reliable_models": "models with a reliable shift", "n_models": "models", "floor": "noise floor",
+    "drop_faithful": "drop, faithful translations", "slope": "carry-over slope",
+    "power": "power at this scatter"}, formats={"power": "{:.0%}"})
+CELL_STYLE = TableStyle(columns={
+    "model": "model", "language": "language", "verdict": "verdict", "n": "items", "drop": "drop (English − language)",
+    "low": "low", "high": "high", "q": "q", "reliable": "reliable", "floor": "model's floor",
+    "drop_faithful": "drop, faithful", "slope": "slope", "power": "power"}, formats={"power": "{:.0%}"})
+
+
+def summary_text(languages: pd.DataFrame) -> str:
+    parts = []
+    for verdict in (*v.VERDICTS, v.DISAGREE):
+        names = languages.loc[languages["verdict"] == verdict, "language"].tolist()
+        if names:
+            parts.append(f"{verdict}: {spoken_list(names)}")
+    return "; ".join(parts) + "."
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    similarity = read_similarity(params)
+    cells = study.computed("verdict_cells", lambda: v.verdict_cells(
+        study.scores, study.options, cells=study.cells(), floors=study.floor_cells(), similarity=similarity,
+        threshold=params.faithful_threshold, n_runs=params.n_runs), params.faithful_threshold, params.n_runs,
+        similarity is not None)
+    languages = v.verdict_languages(cells, study.scores, study.options)
+    out = Report()
+    out.add_table("languages", languages, LANGUAGE_STYLE)
+    out.add_table("cells", cells, CELL_STYLE)
+    out.values.update({
+        "summary_text": summary_text(languages), "n_languages": len(languages), "n_cells": len(cells),
+        "n_models": int(cells["model"].nunique()), "alpha": params.alpha, "min_power": v.MIN_POWER,
+        "n_real": int((cells["verdict"] == v.REAL).sum()), "n_noise": int((cells["verdict"] == v.NOISE).sum()),
+        "n_underpowered": int((cells["verdict"] == v.UNDERPOWERED).sum()),
+        "faithful_text": ("Faithful-only drops come from the similarity table of chapter 01." if similarity is not None
+                          else "This run has no similarity table, so the faithful-only column is empty."),
+    })
+    out.figures["cells"] = charts.verdict_chart(cells)
+    return out
