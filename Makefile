@@ -5,7 +5,15 @@ BIN := $(VENV)/bin
 PARAMS ?= params/default.yml
 TORCH := torch==2.13.0
 
-.PHONY: all venv book render test check-items bench clean
+# A mirror folder beside the checkout (StereoSet, BBQ, the released scores, LangBiTe's templates) is
+# used when there is one and $BIASAUDIT_DATA_DIR is not set; without it the book runs as on any machine.
+ifeq ($(BIASAUDIT_DATA_DIR),)
+ifneq ($(wildcard ../shared/data/.),)
+export BIASAUDIT_DATA_DIR := $(abspath ../shared/data)
+endif
+endif
+
+.PHONY: all venv book render test check-items bench released clean
 
 all: venv
 
@@ -21,7 +29,8 @@ $(VENV)/.installed: pyproject.toml requirements-models.txt
 
 venv: $(VENV)/.installed
 
-# Run every notebook of the params file with papermill into book/analyses/, then render.
+# Run every notebook of the params file with papermill into book/analyses/ (and, when the paper's
+# released scores are on this machine, into book/released/), then render.
 book: venv
 	$(BIN)/python -m biasaudit.run_book --params $(PARAMS)
 	$(MAKE) render
@@ -32,6 +41,10 @@ render: venv
 
 test: venv
 	$(BIN)/python -m pytest -q
+
+# Download the paper's released scores (pinned, sha256-checked) so that `make book` adds the released study.
+released: venv
+	$(BIN)/python -m biasaudit.released
 
 check-items: venv
 	$(BIN)/python -m biasaudit.check_items data/items/written.csv
@@ -44,4 +57,4 @@ bench: venv
 	$(BIN)/python benchmarks/bench_chapters.py
 
 clean:
-	rm -rf _build book/analyses
+	rm -rf _build book/analyses book/released

@@ -58,7 +58,7 @@ def test_where_a_neutral_item_lands():
     assert agreement.center_text(0.56).startswith("above 0.5") and "towards the stereotyped side" in \
         agreement.center_text(0.56)
     support = pd.DataFrame({"language": ["es", "sw"], "available": [True, False], "note": ["", "no word list"]})
-    assert agreement.frequency_text(support, True) == ("Not covered: sw (no word list). In those languages the "
+    assert agreement.frequency_text(support, True) == ("Not covered: Swahili (sw): no word list. In those languages the "
                                                        "regression uses the other properties only.")
     assert agreement.frequency_text(support, False).startswith("Word frequencies are switched off")
 
@@ -93,7 +93,7 @@ def test_case_study_sentences():
         "change": [0.0, 0.0, -0.4, 0.05, -0.02]})
     kept, lowest, reworded = case_study.translations_text(case)
     assert kept == "a keeps the stereotyped choice in 0 of 1 translations; b keeps the stereotyped choice in 1 of 1 translations."
-    assert lowest.startswith("The largest fall is in sw for a: 0.400, 0.400 below its English score")
+    assert lowest.startswith("The largest fall is in Swahili (sw) for a: 0.400, 0.400 below its English score")
     assert reworded == "; its English rewordings score 0.780 on average (from 0.780 to 0.780)."
 
 

@@ -12,6 +12,10 @@ from pathlib import Path
 import nbformat
 import pytest
 from biasaudit.check_html import remote_assets
+from biasaudit.fonts import BOOK_FONTS, font_source, page_characters
+from fontTools.ttLib import TTFont
+from biasaudit.released import find_released
+from biasaudit.released_study import part_chapters
 from biasaudit.run_book import analysis_notebooks, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,15 +27,23 @@ def ci_book(tmp_path_factory):
     book = tmp_path_factory.mktemp("book")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BIASAUDIT_RUNS_DIR", str(book / "runs"))
-        timings = run(ROOT / "params" / "ci.yml", out_dir=book / "book" / "analyses")
+        timings = run(ROOT / "params" / "ci.yml", out_dir=book / "book" / "analyses",
+                      released_dir=book / "book" / "released")
     print("time per chapter:", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings))
     return book, dict(timings)
 
 
+def _errors(path: Path) -> list[str]:
+    notebook = nbformat.read(path, as_version=4)
+    return [o.get("ename", "") for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])
+            if o.get("output_type") == "error"]
+
+
 def test_every_chapter_runs_and_glues_what_its_prose_quotes(ci_book):
     book, timings = ci_book
-    assert sorted(timings) == sorted(analysis_notebooks())
-    for name in timings:
+    main = [name for name in timings if not name.startswith("released/")]
+    assert sorted(main) == sorted(analysis_notebooks())
+    for name in main:
         notebook = nbformat.read(book / "book" / "analyses" / f"{name}.ipynb", as_version=4)
         outputs = [o for c in notebook.cells if c.cell_type == "code" for o in c.get("outputs", [])]
         assert not [o for o in outputs if o.get("output_type") == "error"], name
@@ -39,6 +51,10 @@ def test_every_chapter_runs_and_glues_what_its_prose_quotes(ci_book):
         quoted = {ref.split(":")[0] for c in notebook.cells if c.cell_type == "markdown"
                   for ref in _glue_references(c.source)}
         assert quoted <= glued, f"{name}: the prose quotes {sorted(quoted - glued)}, which the chapter never glues"
+        # {glue:text} pastes plain text: Markdown in a glued sentence would show as literal backticks.
+        marked = {o["metadata"]["scrapbook"]["name"] for o in outputs if "scrapbook" in o.get("metadata", {})
+                  and "`" in o["data"].get("application/papermill.record/text/plain", "")}
+        assert not quoted & marked, f"{name}: glued prose {sorted(quoted & marked)} holds Markdown code spans"
 
 
 def _glue_references(markdown: str) -> list[str]:
@@ -62,6 +78,7 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
         shutil.copy(ROOT / name, book / name)
     for name in ("intro.md", "methods.md"):
         shutil.copy(ROOT / "book" / name, book / "book" / name)
+    shutil.copytree(ROOT / "_static", book / "_static", dirs_exist_ok=True)
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", str(book), "-W", "-n", "--keep-going"],
                             capture_output=True, text=True)
@@ -71,3 +88,41 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
     page = (html / "book" / "analyses" / "10_language_drops.html").read_text()
     assert ".svg\"" in page, "charts are SVG images built offline"
     assert "report = chapter.report" not in page, "glue and import cells are hidden"
+    # The fonts: every character of the pages that one of the book's fonts can draw is in the subsets
+    # the build wrote, and every page links the stylesheet that declares them.
+    assert '_static/fonts.css"' in page and '_static/book.css' in page
+    subsets = list((html / "_static" / "fonts").glob("*.woff2"))
+    drawn = set().union(*({chr(c) for c in TTFont(str(p)).getBestCmap()} for p in subsets))
+    drawable = set().union(*({chr(c) for c in TTFont(str(font_source(f)), lazy=True).getBestCmap()}
+                             for f in BOOK_FONTS))
+    needed = {c for c in page_characters(html) if ord(c) > 127} & drawable
+    assert needed - drawn == set() and any("\u4e00" <= c <= "\u9fff" for c in needed), "Chinese items are shown"
+    chart = next((html / "_images").glob("*.svg")).read_text(encoding="utf-8")
+    assert "@font-face" in chart and 'font-family="sans-serif"' not in chart
+
+
+def test_the_released_part_runs_where_the_scores_are_at_hand_and_says_how_to_get_them_elsewhere(ci_book):
+    book, timings = ci_book
+    folder = book / "book" / "released"
+    index = (folder / "index.md").read_text()
+    source = find_released()
+    if source is None:
+        assert not [name for name in timings if name.startswith("released/")]
+        assert "make released" in index and not list(folder.glob("*.ipynb"))
+        return
+    chapters = part_chapters(analysis_notebooks())
+    assert sorted(name for name in timings if name.startswith("released/")) == sorted(f"released/{n}" for n in chapters)
+    for name in chapters:
+        assert not _errors(folder / f"{name}.ipynb"), name
+    # The released run rescoring nothing, chapter 20's sections say so once each, with no empty table.
+    errors_page = nbformat.read(folder / "20_label_errors.ipynb", as_version=4)
+    assert "no rows for this table" not in nbformat.writes(errors_page)
+    verdict = nbformat.read(folder / "22_verdict.ipynb", as_version=4)
+    assert any(c.source.startswith("# ") and c.source.split("\n")[0].endswith("(released study)")
+               for c in verdict.cells if c.cell_type == "markdown")
+    # The side-by-side table has one row per language of either run, each with a verdict from the rule.
+    rows = [line for line in index.splitlines() if line.startswith("| ") and "verdict" not in line]
+    side = [r for r in rows if r.count("|") == 4 and not r.startswith("| `") and not r.startswith("| language")]
+    verdicts = {"real shift", "within noise", "too little power to tell", "models disagree", "not in this run"}
+    assert side and all({cell.strip() for cell in r.strip("|").split("|")[1:]} <= verdicts for r in side), side
+    assert {r.split("|")[1].strip() for r in side} >= {"Spanish (es)", "Chinese (zh)", "Swahili (sw)"}

@@ -31,6 +31,11 @@ def test_an_empty_table_becomes_a_note():
     report.add_table("nothing", pd.DataFrame(columns=["a"]), TableStyle(empty="No StereoSet items here."))
     shown = report.table("nothing")
     assert "No StereoSet items here." in shown.data
+    # Where the prose already says why a section is empty, the table shows nothing at all.
+    report.add_table("quiet", pd.DataFrame(columns=["a"]), TableStyle(empty=""))
+    assert report.table("quiet") is None
+    report.add_table("full", pd.DataFrame({"a": [1]}), TableStyle(empty=""))
+    assert report.table("full") is not None
 
 
 def test_spoken_list():

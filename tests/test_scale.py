@@ -26,7 +26,8 @@ TIMINGS: dict[str, float] = {}
 def render(report) -> None:
     for name in report.tables:
         shown = report.table(name)
-        shown.to_html() if hasattr(shown, "to_html") else shown.data
+        if shown is not None:  # None: an empty table whose section's prose says why
+            shown.to_html() if hasattr(shown, "to_html") else shown.data
     for figure in report.figures.values():
         if isinstance(figure, alt.TopLevelMixin):
             vl_convert.vegalite_to_svg(figure.to_dict())

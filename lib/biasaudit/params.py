@@ -33,6 +33,10 @@ DEFAULT_LANGUAGES: list[str] = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
 DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]
 
 
+# Keys of a params file that the book runner reads itself; no notebook declares them.
+BOOK_KEYS: frozenset[str] = frozenset({"released_study"})
+
+
 class ParamsError(ValueError):
     """A params file or a notebook's parameters are not valid; the message names file and key."""
 
@@ -78,6 +82,9 @@ class RunParams(BaseModel):
     stereoset_label_map: bool = Field(False, description="pipeline error 1 on purpose")
     bbq_roles_by_order: bool = Field(False, description="pipeline error 2 on purpose")
     released_scores: str = Field("", description='the paper\'s released scores: a folder, or "download"')
+    # --- the book (read by the book runner, not by a notebook)
+    released_study: str = Field("auto", description='the book\'s released-study part: "auto" (the scores when '
+                                                    'already on this machine), a folder, "download", or "off"')
     # --- scoring
     batch_size: int = Field(16, ge=1, description="sequences per forward pass")
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$", description='"auto", "cpu" or "cuda"')

@@ -53,7 +53,9 @@ How the released columns map onto the scores table:
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +69,7 @@ from biasaudit.downloads import DownloadError, PinnedFile, fetch
 from biasaudit.items import ITEM_COLUMNS
 from biasaudit.paths import cache_dir, project_path, run_dir
 from biasaudit.runstore import ScoreStore
+from biasaudit.sources import DATA_DIR_VARIABLE
 from biasaudit.stereoset import DIMENSION_OF_BIAS_TYPE as STEREOSET_DIMENSIONS
 
 # --------------------------------------------------------------------------------------------
@@ -212,6 +215,30 @@ class Released:
     score_mismatches: pd.DataFrame
     english_mismatches: pd.DataFrame
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+def released_models_in(folder: str | Path) -> list[str]:
+    """The models whose item and noise-floor files both lie in `folder`, with label_fix.json beside
+    them (an empty list: not a folder of released scores)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    item_files, noise_files, label_fix, _ = _find_files(folder, None)
+    if label_fix is None:
+        return []
+    with_floor = {p.name.split("_noise_floor")[0] for p in noise_files}
+    return sorted(m for m in (_model_of(p, "_checkpoint.csv") for p in item_files
+                              if p.name.endswith("_checkpoint.csv")) if m in with_floor)
+
+
+def find_released() -> Path | None:
+    """The released scores already on this machine, without downloading: the download cache
+    (`python -m biasaudit.released` fills it), else $BIASAUDIT_DATA_DIR/released; None if neither."""
+    candidates = [released_cache()]
+    mirror = os.environ.get(DATA_DIR_VARIABLE)
+    if mirror:
+        candidates.append(project_path(mirror) / "released")
+    return next((folder for folder in candidates if released_models_in(folder)), None)
 
 
 def iso_language(code: str) -> str:
@@ -625,3 +652,20 @@ def import_released(
               "english_mismatch_rows": released.english_mismatches.head(50).to_dict("records")}
     (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m biasaudit.released`: download the released scores into the cache (what `make released` runs)."""
+    parser = argparse.ArgumentParser(description="Download the paper's released item scores (pinned, sha256-checked).")
+    parser.add_argument("--models", nargs="*", help=f"models to fetch (default: all ten: {', '.join(RELEASED_MODELS)})")
+    parser.add_argument("--folder", help="where to put them (default: the cache, $BIASAUDIT_CACHE_DIR/released/...)")
+    args = parser.parse_args(argv)
+    try:
+        folder = fetch_released(args.models or None, folder=args.folder)
+    except (ReleasedDataError, ValueError) as err:
+        raise SystemExit(f"error: {err}") from None
+    print(f"{folder}: released scores of {', '.join(released_models_in(folder))}")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,14 +27,16 @@ class TableStyle:
 
     `columns` maps a column to its shown name (and selects and orders them; None keeps all);
     `decimals` is the default number of decimals, `percent` the columns shown as percentages,
-    `index` a column to show as the row label (none: no index at all).
+    `index` a column to show as the row label (none: no index at all). `empty` is the sentence
+    shown instead of an empty table; "" shows nothing, where the chapter's prose already says why
+    the section has no data (one sentence, not two).
     """
 
     columns: dict[str, str] | None = None
     decimals: int = 3
     empty: str = "This run has no rows for this table."
     percent: tuple[str, ...] = ()
-    formats: dict[str, str] = field(default_factory=dict)
+    formats: dict[str, Any] = field(default_factory=dict)  # a format string or a function of the value
     caption: str = ""
 
 
@@ -97,10 +99,11 @@ class Report:
         """The table `name`, formatted for reading; a one-line note instead of an empty table."""
         style = self.styles.get(name, TableStyle())
         if self.tables[name].empty:
-            return note(style.empty)
+            return note(style.empty) if style.empty else None
         return readable(self.tables[name], style)
 
     def figure(self, name: str):
+        """The figure `name`; None (nothing shown) where the prose says there is nothing to draw."""
         return self.figures[name]
 
     def glue(self) -> None:

@@ -3,8 +3,11 @@
 The params file is validated first (`biasaudit.params.read_params`): a misspelt key, a wrong
 type or a missing file stops the run before any notebook starts, naming the file and the key.
 Each notebook listed under book/analyses/ in _toc.yml then runs with papermill from notebooks/
-into book/analyses/, receiving only the params it declares. The book itself is built with
-execution off. The time of every chapter is printed at the end.
+into book/analyses/, receiving only the params it declares. When the paper's released scores
+are on this machine (or the params' `released_study` names them), the results chapters run a
+second time on them into book/released/, the book's released-study part
+(`biasaudit.released_study`). The book itself is built with execution off. The time of every
+chapter is printed at the end.
 """
 
 from __future__ import annotations
@@ -18,8 +21,10 @@ import nbformat
 import papermill
 import yaml
 
-from biasaudit.params import ParamsError, given_keys, read_params
+from biasaudit import released_study
+from biasaudit.params import BOOK_KEYS, ParamsError, given_keys, read_params
 from biasaudit.paths import PROJECT_ROOT
+from biasaudit.released import ReleasedDataError
 
 ANALYSES = "book/analyses/"
 
@@ -73,25 +78,15 @@ def write_parameters_page(params_path: str | Path, out_dir: Path) -> None:
     (out_dir / "parameters.md").write_text(text, encoding="utf-8")
 
 
-def run(params_path: str | Path, only: list[str] | None = None, out_dir: Path | None = None) -> list[tuple[str, float]]:
-    """Run every chapter (or `only` these) with the params file into `out_dir` (default book/analyses/);
+def run_notebooks(values: dict, names: list[str], out_dir: Path, label: str) -> list[tuple[str, float]]:
+    """Run these notebooks with papermill into `out_dir`, each receiving the `values` it declares;
     return (chapter, seconds) pairs."""
-    params = read_params(params_path)
-    values = {key: getattr(params, key) for key in given_keys(params_path)}
-    names = analysis_notebooks()
     declared = {name: notebook_parameters(PROJECT_ROOT / "notebooks" / f"{name}.ipynb") for name in names}
-    unused = set(values) - set().union(*declared.values())
-    if unused:
-        raise ParamsError(f"{params_path}: {sorted(unused)} is not a parameter of any notebook in _toc.yml")
-    out_dir = Path(out_dir) if out_dir is not None else PROJECT_ROOT / ANALYSES
     out_dir.mkdir(parents=True, exist_ok=True)
-    write_parameters_page(params_path, out_dir)
     timings = []
     for name in names:
-        if only and name not in only:
-            continue
         started = time.time()
-        print(f"running {name} with {params_path}", flush=True)
+        print(f"running {name} with {label}", flush=True)
         target = out_dir / f"{name}.ipynb"
         papermill.execute_notebook(
             str(PROJECT_ROOT / "notebooks" / f"{name}.ipynb"), str(target),
@@ -101,9 +96,47 @@ def run(params_path: str | Path, only: list[str] | None = None, out_dir: Path | 
         hide_injected_parameters(target)
         timings.append((name, time.time() - started))
         print(f"  {name} done in {timings[-1][1]:.0f} s", flush=True)
+    return timings
+
+
+def print_timings(timings: list[tuple[str, float]]) -> None:
     total = sum(seconds for _, seconds in timings)
     print("time per chapter: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in timings)
           + f"; {total:.0f} s in all", flush=True)
+
+
+def run(params_path: str | Path, only: list[str] | None = None, out_dir: Path | None = None,
+        released_dir: Path | None = None) -> list[tuple[str, float]]:
+    """Run every chapter (or `only` these) with the params file into `out_dir` (default book/analyses/),
+    then, on a whole run, the released-study part into `released_dir` (default book/released/);
+    return (chapter, seconds) pairs."""
+    params = read_params(params_path)
+    given = given_keys(params_path)
+    values = {key: getattr(params, key) for key in given - BOOK_KEYS}
+    names = analysis_notebooks()
+    declared = set().union(*(notebook_parameters(PROJECT_ROOT / "notebooks" / f"{n}.ipynb") for n in names))
+    unused = set(values) - declared
+    if unused:
+        raise ParamsError(f"{params_path}: {sorted(unused)} is not a parameter of any notebook in _toc.yml")
+    # Where the released part reads from is settled before any chapter runs, so a bad folder stops at once.
+    released_source = None if only else released_study.released_source(params)
+    out_dir = Path(out_dir) if out_dir is not None else PROJECT_ROOT / ANALYSES
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_parameters_page(params_path, out_dir)
+    timings = run_notebooks(values, [n for n in names if not only or n in only], out_dir, str(params_path))
+    if not only:
+        folder = Path(released_dir) if released_dir is not None else PROJECT_ROOT / released_study.RELEASED
+        released_study.clear_part(folder)
+        chapters = released_study.part_chapters(names) if released_source is not None else []
+        if chapters:
+            part = released_study.part_params(released_source)
+            ran = run_notebooks(released_study.part_values(part), chapters, folder,
+                                f"the released scores in {released_source}")
+            timings += [(f"released/{name}", seconds) for name, seconds in ran]
+            for name in chapters:
+                released_study.mark_as_released(folder / f"{name}.ipynb", name)
+        released_study.write_index(folder, params_path, released_source, chapters)
+    print_timings(timings)
     return timings
 
 
@@ -114,7 +147,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     try:
         run(args.params, args.only)
-    except ParamsError as err:
+    except (ParamsError, ReleasedDataError) as err:
         raise SystemExit(f"error: {err}") from None
 
 

@@ -1,4 +1,7 @@
-"""Sphinx extension: serve MathJax 3 from the build so the book needs no CDN.
+"""Sphinx extension: the book renders the same with no network and on any machine.
+
+MathJax is served from the build, not a CDN, and the book ships its own web fonts for every
+script it shows (`biasaudit.fonts`), subsetted to the characters of this build's pages.
 
 MathJax 3.2 comes from the PyPI package django-static-mathjax (its top-level package
 `mathjax` carries the MathJax distribution; nothing from Django is used). The combined
@@ -13,6 +16,11 @@ import shutil
 from pathlib import Path
 
 from sphinx.application import Sphinx
+from sphinx.util import logging
+
+from biasaudit import fonts
+
+LOGGER = logging.getLogger(__name__)
 
 COMPONENT = "tex-chtml.js"
 
@@ -34,7 +42,22 @@ def _copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
     shutil.copytree(source / "output" / "chtml" / "fonts", target / "output" / "chtml" / "fonts", dirs_exist_ok=True)
 
 
+def _write_fonts(app: Sphinx, exception: Exception | None) -> None:
+    """Subset the book's fonts to the characters of the pages just written (see `biasaudit.fonts`)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    shutil.rmtree(static / "fonts", ignore_errors=True)
+    rows = fonts.write_fonts(fonts.page_characters(Path(app.outdir)), static / "fonts")
+    (static / "fonts.css").write_text(fonts.stylesheet(rows), encoding="utf-8")
+    charts = fonts.embed_in_charts(Path(app.outdir) / "_images")
+    LOGGER.info("fonts: " + ", ".join(f"{r['family']} {r['weight']} ({r['chars']} characters, {r['bytes'] // 1024} KB)"
+                                      for r in rows) + f"; the text font embedded in {charts} chart(s)")
+
+
 def setup(app: Sphinx) -> dict:
     app.config.mathjax_path = f"mathjax/{COMPONENT}"
+    app.add_css_file("fonts.css")
     app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _write_fonts)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

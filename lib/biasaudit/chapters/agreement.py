@@ -8,6 +8,7 @@ from biasaudit import analyses, charts
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle
 from biasaudit.study import Study
+from biasaudit.translate.languages import language_label
 
 TABLE_STYLE = TableStyle(columns={
     "kind": "kind", "group": "language or route", "n_items": "items", "n_models": "models",
@@ -48,7 +49,7 @@ def frequency_text(support: pd.DataFrame, frequency: bool) -> str:
         return "Word frequencies are switched off (frequency = False)."
     if missing.empty:
         return "wordfreq covers every language of this run."
-    return ("Not covered: " + "; ".join(f"{row.language} ({row.note})" for row in missing.itertuples())
+    return ("Not covered: " + "; ".join(f"{language_label(row.language)}: {row.note}" for row in missing.itertuples())
             + ". In those languages the regression uses the other properties only.")
 
 

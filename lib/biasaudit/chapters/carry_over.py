@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from biasaudit import analyses, charts
@@ -40,7 +42,7 @@ def report(params: RunParams) -> Report:
     table = study.carry_over()
     out = Report()
     out.add_table("table", table, TABLE_STYLE)
-    out.add_table("within", table.loc[table["change"] == "within-language rewording"], TABLE_STYLE)
+    out.add_table("within", table.loc[table["change"] == "within-language rewording"], replace(TABLE_STYLE, empty=""))
     rewording, translation = pooled(table, "rewording"), pooled(table, "translation")
     for name, row in (("rw", rewording), ("tr", translation)):
         for measure in ("slope", "r", "sd_ratio", "same_choice"):

@@ -8,6 +8,7 @@ from biasaudit import analyses, charts
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle
 from biasaudit.study import Study
+from biasaudit.translate.languages import language_label
 
 TEXTS_STYLE = TableStyle(columns={"item_id": "item", "language": "language", "variant": "variant", "via": "made by",
                                   "context": "context", "stereotyped": "stereotyped",
@@ -27,7 +28,7 @@ def translations_text(case: pd.DataFrame) -> tuple[str, str, str]:
     kept_text = "; ".join(lines) + "." if lines else "This run has no translations of the item."
     if len(translations):
         lowest = translations.loc[translations["change"].idxmin()]
-        lowest_text = (f"The largest fall is in {lowest['language']} for {lowest['model']}: {lowest['soft']:.3f}, "
+        lowest_text = (f"The largest fall is in {language_label(lowest['language'])} for {lowest['model']}: {lowest['soft']:.3f}, "
                        f"{-lowest['change']:.3f} below its English score. Over models and languages the item's "
                        f"translated score is {translations['soft'].mean():.3f} on average, against "
                        f"{english['soft'].mean():.3f} in English")

@@ -8,6 +8,7 @@ from biasaudit import analyses, charts
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle, spoken_list
 from biasaudit.study import Study
+from biasaudit.translate.languages import language_label
 
 POWER_STYLE = TableStyle(columns={
     "delta": "injected shift δ", "n_cells": "cells", "n_runs": "runs", "detected": "detected",
@@ -62,7 +63,7 @@ def report(params: RunParams) -> Report:
         "delta_at_median": float(below["delta"].iloc[-1]) if len(below) else nan, "alpha": params.alpha,
         "floor_sd": floor_sd, "language_sd_low": float(by_language["sd"].min()),
         "language_sd_high": float(by_language["sd"].max()),
-        "weak_text": (f"At their own scatter, the observed drops of {spoken_list(weak)} would be caught less than "
+        "weak_text": (f"At their own scatter, the observed drops of {spoken_list([language_label(w) for w in weak])} would be caught less than "
                       "80% of the time: a drop there that the test does not call reliable is not evidence that no "
                       "shift of that size is there." if weak else
                       "At their own scatter, every language's observed drop would be caught at least 80% of the "

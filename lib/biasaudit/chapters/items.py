@@ -19,8 +19,9 @@ def report(params: RunParams) -> Report:
         "n_bases": len(originals), "n_versions": len(items),
         "n_dimensions": int(originals["dimension"].nunique()), "n_sources": int(originals["source"].nunique()),
         "n_collapsed": len(collapsed),
-        "stages_text": ("Only the project's own items are in this run, so there are no loading stages to show."
-                        if stages.empty else
+        "stages_text": ((("This run imports the paper's released scores, whose items the paper loaded itself"
+                          if params.released_scores else "Only the project's own items are in this run")
+                         + ", so there are no loading stages to show.") if stages.empty else
                         f"{int(stages['source'].nunique())} public source(s) were loaded; the table counts their "
                         "items at each stage."),
         "collapsed_text": ("No translation in this run lost its contrast." if collapsed.empty else
@@ -33,10 +34,11 @@ def report(params: RunParams) -> Report:
                     for variant, language in wide.columns]
     out.add_table("counts", wide.reset_index())
     out.add_table("stages", stages, TableStyle(columns={"source": "source", "category": "category",
-                                                        "stage": "stage", "n": "items", "reason": "reason"}))
+                                                        "stage": "stage", "n": "items", "reason": "reason"},
+                                         empty=""))
     out.add_table("collapsed", collapsed, TableStyle(columns={"item_id": "item", "language": "language",
                                                               "stereotyped": "stereotyped",
-                                                              "anti_stereotyped": "anti-stereotyped"}))
+                                                              "anti_stereotyped": "anti-stereotyped"}, empty=""))
     examples = originals.groupby(["source", "dimension"], as_index=False).head(1)
     out.add_table("examples", examples, TableStyle(columns={
         "source": "source", "dimension": "dimension", "item_id": "item", **TEXT_COLUMNS, "third": "third option"}))

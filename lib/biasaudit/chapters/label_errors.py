@@ -10,18 +10,26 @@ import pandas as pd
 
 from biasaudit import analyses, charts, pipeline, released
 from biasaudit.params import RunParams
-from biasaudit.report import Report, TableStyle, note, spoken_list
-from biasaudit.sources import resolve_data_dir
+from biasaudit.report import Report, TableStyle, spoken_list
 
 ERRORS_STYLE = TableStyle(columns={
     "setting": "errors switched on", "n_models": "models", "n_items": "items", "english_soft": "English soft",
     "english_binary": "English binary", "n_cells": "cells", "cells_below": "cells below English",
     "reliable_drops": "reliable drops", "slope_rewording": "slope (rewording)",
-    "slope_translation": "slope (translation)", "empty_options": "rows with an unscored continuation"})
+    "slope_translation": "slope (translation)", "empty_options": "rows with an unscored continuation"}, empty="")
 EXAMPLE_STYLE = TableStyle(columns={
     "setting": "errors", "model": "model", "item_id": "item", "context": "context", "stereotyped": "stereotyped",
     "anti_stereotyped": "anti-stereotyped", "third": "third", "ntok_stereotyped": "tokens (stereotyped)",
-    "ntok_anti_stereotyped": "tokens (anti)", "soft": "soft", "choice": "choice"})
+    "ntok_anti_stereotyped": "tokens (anti)", "soft": "soft", "choice": "choice"}, empty="")
+# Every table of this chapter sits under a sentence that says why it is empty when it is.
+QUIET = TableStyle(empty="")
+ABLATION_TEXT = (
+    "The release folder also holds the paper's own ablation (pipeline_ablation.csv, all ten models; scorer v1 had "
+    "the boundary error, v2 is fixed; labels raw or fixed), shown below as published: the English soft score "
+    "(en_ss), binary score (en_bin), cells below English (neg), reliable cells (sig), the interval of the gap, the "
+    "slopes for translation and rewording, and the rows with an empty continuation (inf_rows).")
+NO_ABLATION = ("The paper's own ablation of these errors (pipeline_ablation.csv) is not in a release folder on this "
+               "machine, so it is not shown.")
 NAMES = {"stereoset": "StereoSet", "bbq": "BBQ"}
 
 
@@ -109,9 +117,8 @@ def run_text(errors: pd.DataFrame, per_source: pd.DataFrame) -> str:
 
 def released_text(released_errors: pd.DataFrame, raw: pd.DataFrame | None) -> str:
     if released_errors.empty or raw is None:
-        return ("The released scores are not at hand in this run, so the real-data case is not shown: set "
-                "`released_scores` to a folder of the released files (or \"download\"), or set $BIASAUDIT_DATA_DIR to "
-                "a folder with a released/ subfolder.")
+        return ("The paper's released scores are not on this machine, so the real-data case is not shown; "
+                "\"make released\" downloads them (the book's released-study part says more).")
     english_raw = analyses.item_scores(raw).query("variant == 'original'")
     fixed = released_errors.loc[released_errors["setting"] == "none"].iloc[0]
     both = released_errors.loc[released_errors["setting"] == "stereoset_label_map + bbq_roles_by_order"].iloc[0]
@@ -128,11 +135,10 @@ def released_text(released_errors: pd.DataFrame, raw: pd.DataFrame | None) -> st
 
 
 def released_folder(params: RunParams):
-    """The folder of released scores for the real-data case: the run's own, else the mirror's released/."""
+    """The folder of released scores for the real-data case: the run's own, else any on this machine."""
     if params.released_scores:
         return released.resolve_released_source(params.released_scores)
-    mirror = resolve_data_dir(params.data_dir or None)
-    return mirror / "released" if mirror is not None and (mirror / "released").is_dir() else None
+    return released.find_released()
 
 
 def report(params: RunParams) -> Report:
@@ -149,7 +155,7 @@ def report(params: RunParams) -> Report:
         if not plan.items.empty else None
     out.values["n_rescored"] = len(plan.items)
     out.add_table("versions", plan.items.groupby(["source", "variant", "language"]).size().rename("item versions")
-                  .reset_index() if len(plan.items) else pd.DataFrame())
+                  .reset_index() if len(plan.items) else pd.DataFrame(), QUIET)
     folder = released_folder(params)
     raw = released.load_released(folder, fix_labels=False).scores if folder is not None else None
     released_settings = (analyses.released_label_settings(raw, released.read_label_fix(
@@ -165,7 +171,7 @@ def report(params: RunParams) -> Report:
                if reruns is not None else pd.DataFrame())
     tokens, out.values["example_3"] = boundary_tokens(example, items)
     out.add_table("example_3", example, EXAMPLE_STYLE)
-    out.add_table("tokens", tokens)
+    out.add_table("tokens", tokens, QUIET)
     if reruns is not None:
         errors = analyses.label_errors(reruns, options)
         per_source = analyses.label_errors(reruns, options, by="source")
@@ -173,18 +179,19 @@ def report(params: RunParams) -> Report:
         errors = per_source = pd.DataFrame(columns=[*analyses.ERROR_FLAGS, "setting", "source", "english_soft"])
     out.add_table("errors", errors, ERRORS_STYLE)
     out.add_table("per_source", per_source.pivot_table(index="setting", columns="source", values="english_soft")
-                  .reindex(errors["setting"]).reset_index() if len(per_source) else pd.DataFrame())
+                  .reindex(errors["setting"]).reset_index() if len(per_source) else pd.DataFrame(), QUIET)
     out.values["run_text"] = run_text(errors, per_source)
     out.figures["errors"] = (charts.paired_bars(errors, label="setting", columns={"english_soft": "soft",
                                                                                   "english_binary": "binary"},
                                                 what="score", x_title="English score (0.5 = no preference)",
                                                 title="English score under each combination of errors")
-                             if len(errors) else note("Nothing was rescored in this run: nothing to draw."))
+                             if len(errors) else None)
     released_errors = (analyses.label_errors(released_settings, options.but(aggregate="mean"))
                        if released_settings is not None else pd.DataFrame())
     out.add_table("released_errors", released_errors, ERRORS_STYLE)
     out.values["released_text"] = released_text(released_errors, raw)
     ablation = folder / "pipeline_ablation.csv" if folder is not None else None
-    out.add_table("paper_ablation", pd.read_csv(ablation) if ablation is not None and ablation.exists()
-                  else pd.DataFrame())
+    has_ablation = ablation is not None and ablation.exists()
+    out.add_table("paper_ablation", pd.read_csv(ablation) if has_ablation else pd.DataFrame(), QUIET)
+    out.values["ablation_text"] = ABLATION_TEXT if has_ablation else NO_ABLATION
     return out

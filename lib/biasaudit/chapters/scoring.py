@@ -24,7 +24,7 @@ def report(params: RunParams) -> Report:
                                                         "versions": "item versions"}))
     out.add_table("collapsed", collapsed, TableStyle(columns={
         "item_id": "item", "language": "language", "context": "context", "stereotyped": "stereotyped",
-        "anti_stereotyped": "anti-stereotyped"}))
+        "anti_stereotyped": "anti-stereotyped"}, empty=""))
     if params.released_scores:
         scores = pipeline.read_scores(params.run_name)
         out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
@@ -41,7 +41,7 @@ def report(params: RunParams) -> Report:
                                       "the time to read them back).")
     out.add_table("timings", timings, TableStyle(columns={"model": "model", "item_versions": "item versions",
                                                           "seconds": "seconds", "per_version_ms": "ms per version"},
-                                                 decimals=1))
+                                                 decimals=1, empty=""))
     out.add_table("models", pd.DataFrame({"model": models, "what it is": [
         OFFLINE_MODELS[m].description if m in OFFLINE_MODELS else m for m in models]}))
     summary = score_summary(scores, params.aggregate)

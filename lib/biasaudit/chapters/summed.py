@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 
 from biasaudit import analyses, charts
 from biasaudit.params import RunParams
-from biasaudit.report import Report, TableStyle, note
+from biasaudit.report import Report, TableStyle
 from biasaudit.study import Study
+from biasaudit.translate.languages import language_label
 
 TABLE_STYLE = TableStyle(columns={
     "language": "language", "n_items": "items", "n_models": "models", "soft_mean": "soft (mean)",
@@ -34,7 +37,7 @@ def summary_text(table: pd.DataFrame) -> str:
             f"{others['slope_mean'].mean():.2f} against {others['slope_sum'].mean():.2f}. The two aggregates give the "
             f"same binary choice on {english['same_binary']:.0%} of English item versions and {translated_same:.0%} "
             f"of translated ones. The token gap (stereotyped minus anti-stereotyped continuation, in tokens) is "
-            f"largest in {gap['language']} ({gap['token_gap']:+.2f} tokens on average, against "
+            f"largest in {language_label(gap['language'])} ({gap['token_gap']:+.2f} tokens on average, against "
             f"{english['token_gap']:+.2f} in English).")
 
 
@@ -48,6 +51,6 @@ def report(params: RunParams) -> Report:
     else:
         table = pd.DataFrame(columns=list(TABLE_STYLE.columns))
         out.values["summary_text"] = NO_SUMS
-        out.figures["scatter"] = note("No sums in this run: nothing to draw.")
-    out.add_table("table", table, TABLE_STYLE)
+        out.figures["scatter"] = None
+    out.add_table("table", table, replace(TABLE_STYLE, empty=""))
     return out

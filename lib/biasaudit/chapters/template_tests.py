@@ -37,6 +37,7 @@ from biasaudit.templates import (
     sample_templates,
 )
 from biasaudit.translate import Paraphraser, make_translator
+from biasaudit.translate.languages import language_label
 
 RATES_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "passed": "passed", "failed": "failed", "errors": "unprocessable",
@@ -156,7 +157,7 @@ def rates_text(rates: pd.DataFrame) -> str:
             continue
         low, high = others.loc[others["pass_rate"].idxmin()], others.loc[others["pass_rate"].idxmax()]
         parts.append(f"{model} passes {english['pass_rate'].iloc[0]:.0%} of the English templates, and from "
-                     f"{low['pass_rate']:.0%} ({low['language']}) to {high['pass_rate']:.0%} ({high['language']}) in "
+                     f"{low['pass_rate']:.0%} in {language_label(low['language'])} to {high['pass_rate']:.0%} in {language_label(high['language'])} in "
                      "the other languages")
     return "; ".join(parts) + "." if parts else "No template got a verdict in this run."
 

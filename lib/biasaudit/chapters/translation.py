@@ -121,7 +121,7 @@ def report(params: RunParams) -> Report:
                                          f"{len(trips.items)} English rewordings; the table shows how much of their "
                                          "text came back unchanged and how similar they are to the originals.")
     else:
-        out.add_table("round_trips", pd.DataFrame())
-        out.values["round_trip_text"] = ("This run makes no round trips (`pivots` is empty): the bank's hand-written "
+        out.add_table("round_trips", pd.DataFrame(), TableStyle(empty=""))
+        out.values["round_trip_text"] = ("This run makes no round trips (its pivots parameter is empty): the bank's hand-written "
                                          "English rewordings stand in for them, with the similarities shown above.")
     return out

@@ -11,12 +11,13 @@ from biasaudit.chapters.faithful import read_similarity
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle, spoken_list
 from biasaudit.study import Study
+from biasaudit.translate.languages import language_label
 
 LANGUAGE_STYLE = TableStyle(columns={
-    "language": "language", "verdict": "verdict", "drop": "drop (English − language)", "low": "low", "high": "high",
-    "reliable_models": "models with a reliable shift", "n_models": "models", "floor": "noise floor",
-    "drop_faithful": "drop, faithful translations", "slope": "carry-over slope",
-    "power": "power at this scatter"}, formats={"power": "{:.0%}"})
+    "language": "language", "verdict": "verdict", "drop": "drop (English − language)", "interval": "95% interval",
+    "reliable": "reliable shift in", "floor": "noise floor", "drop_faithful": "drop, faithful translations",
+    "slope": "carry-over slope", "power": "power at this scatter"},
+    formats={"power": "{:.0%}", "language": language_label})
 CELL_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "verdict": "verdict", "n": "items", "drop": "drop (English − language)",
     "low": "low", "high": "high", "q": "q", "reliable": "reliable", "floor": "model's floor",
@@ -28,7 +29,7 @@ def summary_text(languages: pd.DataFrame) -> str:
     for verdict in (*v.VERDICTS, v.DISAGREE):
         names = languages.loc[languages["verdict"] == verdict, "language"].tolist()
         if names:
-            parts.append(f"{verdict}: {spoken_list(names)}")
+            parts.append(f"{verdict}: {spoken_list([language_label(n) for n in names])}")
     return "; ".join(parts) + "."
 
 
@@ -41,7 +42,11 @@ def report(params: RunParams) -> Report:
         similarity is not None)
     languages = v.verdict_languages(cells, study.scores, study.options)
     out = Report()
-    out.add_table("languages", languages, LANGUAGE_STYLE)
+    # Shown narrow enough to read at a glance: the interval in one column, the reliable models as "k of m".
+    out.add_table("languages", languages.assign(
+        interval=[f"[{low:.3f}, {high:.3f}]" for low, high in zip(languages["low"], languages["high"])],
+        reliable=[f"{k} of {m} models" for k, m in zip(languages["reliable_models"], languages["n_models"])]),
+        LANGUAGE_STYLE)
     out.add_table("cells", cells, CELL_STYLE)
     out.values.update({
         "summary_text": summary_text(languages), "n_languages": len(languages), "n_cells": len(cells),

@@ -54,6 +54,12 @@ def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
 
 
+def language_label(code: str) -> str:
+    """"Hindi (hi)": how the book's prose names a language, so that a reader finds it by name or by code."""
+    name = LANGUAGE_NAMES.get(code)
+    return f"{name.split(' (')[0]} ({code})" if name else code
+
+
 def script_share(text: str, language: str) -> float | None:
     """Share of the letters of `text` written in the script of `language` (None: script unknown)."""
     script = SCRIPT_OF.get(language)
