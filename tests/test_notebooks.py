@@ -4,6 +4,7 @@ error. Independent of test order and of any earlier `make book`."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -97,6 +98,12 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
                              for f in BOOK_FONTS))
     needed = {c for c in page_characters(html) if ord(c) > 127} & drawable
     assert needed - drawn == set() and any("\u4e00" <= c <= "\u9fff" for c in needed), "Chinese items are shown"
+    # Search finds a language by name: the verdict page names each language in its prose.
+    index = (html / "searchindex.js").read_text(encoding="utf-8")
+    index = json.loads(index[index.index("(") + 1:index.rindex(")")])
+    pages = index["terms"]["swahili"]
+    pages = [index["docnames"][i] for i in (pages if isinstance(pages, list) else [pages])]
+    assert "book/analyses/22_verdict" in pages and "book/methods" in pages, pages
     chart = next((html / "_images").glob("*.svg")).read_text(encoding="utf-8")
     assert "@font-face" in chart and 'font-family="sans-serif"' not in chart
 
