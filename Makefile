@@ -13,7 +13,7 @@ export BIASAUDIT_DATA_DIR := $(abspath ../shared/data)
 endif
 endif
 
-.PHONY: all venv book render test check-items bench released clean
+.PHONY: all venv book render test check-items bench released sweep clean
 
 all: venv
 
@@ -45,6 +45,11 @@ test: venv
 # Download the paper's released scores (pinned, sha256-checked) so that `make book` adds the released study.
 released: venv
 	$(BIN)/python -m biasaudit.released
+
+# The fault sweep: bad params and files, killed and concurrent runs, out-of-memory, no network, same
+# numbers twice; prints one table and keeps it for the book's reliability appendix.
+sweep: venv
+	$(BIN)/python -m biasaudit.sweep
 
 check-items: venv
 	$(BIN)/python -m biasaudit.check_items data/items/written.csv

@@ -65,8 +65,9 @@ def score_row(model: str, base: str, language: str, soft: float, *, variant: str
               third_gap: float = 3.0) -> dict:
     """One row of the scores table whose soft score is exactly `soft`.
 
-    Per-token means: stereotyped = logit(soft) − 1, anti-stereotyped = −1 (so their difference is
-    logit(soft)), third = the better of the two − `third_gap` (so fluency = sigmoid(third_gap));
+    Per-token means: anti-stereotyped = −1 − max(logit(soft), 0), stereotyped = that + logit(soft)
+    (so their difference is logit(soft) and both are log-probs, at most −1), third = the better of
+    the two − `third_gap` (so fluency = sigmoid(third_gap));
     sums = mean × token count (`ntok` for the two contrasting options, 2 for the third).
     item_id is `<base>/<language>`, or `<base>/<language>~<via>` for a rewording.
     """
@@ -79,7 +80,8 @@ def score_row(model: str, base: str, language: str, soft: float, *, variant: str
            "category": category or dimension, "language": language, "variant": variant, "via": via,
            "context": context, "stereotyped": stereo, "anti_stereotyped": anti, "third": third,
            "third_kind": "unknown" if source == "bbq" else "unrelated"}
-    means = {"stereotyped": contrast - 1.0, "anti_stereotyped": -1.0}
+    anti = -1.0 - max(contrast, 0.0)
+    means = {"stereotyped": anti + contrast, "anti_stereotyped": anti}
     means["third"] = max(means.values()) - third_gap
     lengths = {"stereotyped": ntok[0], "anti_stereotyped": ntok[1], "third": 2}
     for option, lp in means.items():

@@ -231,14 +231,15 @@ def test_summed_vs_mean_by_hand():
     result = analyses.summed_vs_mean(scores, options=StudyOptions(n_permutations=200)).set_index("language")
     assert result.index[0] == "en"
     assert result.loc["en", "soft_mean"] == pytest.approx(np.mean([0.6 + 0.02 * i for i in range(8)]))
-    # sums: contrast = 2 (lp_s − lp_a) in English; 3 lp_s − 2 lp_a with lp_s = c − 1, lp_a = −1 in Korean
+    # sums: contrast = 2 (lp_s − lp_a) in English; 3 lp_s − 2 lp_a in Korean, where (conftest.score_row,
+    # c = logit(soft) > 0) lp_a = −1 − c and lp_s = −1: 3(−1) − 2(−1 − c) = 2c − 1
     english = [expit(2 * logit(0.6 + 0.02 * i)) for i in range(8)]
-    korean = [expit(3 * (logit(0.55 + 0.02 * i) - 1) + 2) for i in range(8)]
+    korean = [expit(2 * logit(0.55 + 0.02 * i) - 1) for i in range(8)]
     assert result.loc["en", "soft_sum"] == pytest.approx(np.mean(english))
     assert result.loc["ko", "drop_sum"] == pytest.approx(np.mean(english) - np.mean(korean))
     assert result.loc["ko", "drop_mean"] == pytest.approx(0.05)
     assert result.loc["ko", "token_gap"] == 1.0 and result.loc["en", "token_gap"] == 0.0
-    same = np.mean([(c > 0) == (3 * (c - 1) + 2 > 0) for c in logit([0.55 + 0.02 * i for i in range(8)])])
+    same = np.mean([(c > 0) == (2 * c - 1 > 0) for c in logit([0.55 + 0.02 * i for i in range(8)])])
     assert result.loc["ko", "same_binary"] == pytest.approx(same)
     means_only = scores.assign(lp_sum_stereotyped=np.nan)
     assert not analyses.has_aggregate(means_only, "sum")

@@ -53,8 +53,8 @@ def test_bad_rows_name_file_row_and_field(tmp_path):
     with pytest.raises(ItemError) as err:
         read_items(path)
     message = str(err.value)
-    assert f"{path}: row 3, field 'language'" in message
-    assert f"{path}: row 4, field 'stereotyped': Value error, is empty" in message
+    assert f"{path}: row 3 ({rows[1]['item_id']}), field 'language'" in message
+    assert f"{path}: row 4 ({rows[2]['item_id']}), field 'stereotyped': is empty" in message
 
 
 def test_duplicates_orphans_and_missing_columns_are_rejected(tmp_path):
@@ -118,4 +118,4 @@ def test_check_items_cli_exit_codes(tmp_path, capsys):
     rows[0]["via"] = ""
     write_bank(tmp_path / "bad.csv", rows)
     assert main([str(tmp_path / "bad.csv")]) == 1
-    assert "row 2, field 'via'" in capsys.readouterr().err
+    assert "row 2 (w-gender-001/en), field 'via'" in capsys.readouterr().err

@@ -18,6 +18,7 @@ from fontTools.ttLib import TTFont
 from biasaudit.released import find_released
 from biasaudit.released_study import part_chapters
 from biasaudit.run_book import analysis_notebooks, run
+from biasaudit.sweep import network_guard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -26,11 +27,20 @@ ROOT = Path(__file__).resolve().parents[1]
 def ci_book(tmp_path_factory):
     """The CI run's executed notebooks in a book folder of their own, and the time of each chapter."""
     book = tmp_path_factory.mktemp("book")
+    guard = tmp_path_factory.mktemp("no_network")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BIASAUDIT_RUNS_DIR", str(book / "runs"))
+        # Every chapter runs in a kernel that may not reach the network (the sweep's guard refuses and
+        # logs any connection beyond this machine; the kernel's own sockets are local).
+        for key, value in network_guard(guard).items():
+            patch.setenv(key, value)
         timings = run(ROOT / "params" / "ci.yml", out_dir=book / "book" / "analyses",
                       released_dir=book / "book" / "released")
     print("time per chapter:", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings))
+    attempts = (guard / "attempts.log").read_text() if (guard / "attempts.log").exists() else ""
+    assert not attempts, f"a chapter tried to reach the network: {attempts[:500]}"
+    guarded = (guard / "attempts.log.guarded").read_text().split()
+    assert len(set(guarded)) >= len(timings), "every chapter's kernel ran under the guard"
     return book, dict(timings)
 
 

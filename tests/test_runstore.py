@@ -84,3 +84,20 @@ def test_fingerprint_sees_any_change():
     assert table_fingerprint(table) != table_fingerprint(table.assign(lp=[0.1, 0.2000001]))
     assert table_fingerprint(table) != table_fingerprint(table.rename(columns={"lp": "lq"}))
     assert table_fingerprint(table) != table_fingerprint(table.iloc[::-1])
+
+
+def test_the_run_lock_names_its_holder_is_reentrant_and_is_released(tmp_path):
+    import json
+    import os
+
+    from biasaudit.runstore import run_lock
+
+    with run_lock(tmp_path) as path:
+        holder = json.loads(path.read_text())
+        assert holder["pid"] == os.getpid() and holder["host"]
+        with run_lock(tmp_path):  # a writer calling another writer in the same process
+            assert json.loads(path.read_text())["pid"] == os.getpid()
+        assert json.loads(path.read_text())["pid"] == os.getpid(), "the inner exit keeps the outer lock"
+    assert path.read_text() == "", "released: no holder named"
+    with run_lock(tmp_path):
+        pass

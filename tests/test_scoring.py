@@ -179,3 +179,49 @@ def test_offline_models_match_naive_reference(name, small_items):
         assert tokenizer("The nurse")["input_ids"][0] != tokenizer.bos_token_id, "SmolLM2 adds no start token"
     scores = scoring.score(small_items, (model, tokenizer), model_name=name, progress=False, batch_size=4)
     assert_matches_reference(scores, naive_scores(model, tokenizer, small_items))
+
+
+def test_auto_batch_size_fits_a_token_budget_on_cpu(tiny_lm, small_items):
+    model, tokenizer = tiny_lm
+    sequences = scoring.build_sequences(small_items, tokenizer)
+    longest = max(len(s.ids) for s in sequences)
+    assert scoring.auto_batch_size(sequences, "cpu") == min(scoring.AUTO_CPU_TOKENS // longest, scoring.AUTO_MAX_BATCH)
+    assert scoring.auto_batch_size(sequences, "cuda:0") == scoring.AUTO_MAX_BATCH
+    long = [scoring.Sequence(ids=list(range(5000)), position_ids=list(range(5000)), segments=[-1] * 5000, targets=[])]
+    assert scoring.auto_batch_size(long, "cpu") == 1
+    auto = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size="auto", progress=False)
+    fixed = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size=1, progress=False)
+    np.testing.assert_allclose(auto["lp_sum_stereotyped"], fixed["lp_sum_stereotyped"], atol=1e-5, rtol=0)
+    assert auto.attrs["batch_size"] == scoring.auto_batch_size(sequences, "cpu")
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_the_scores(tiny_lm, small_items, monkeypatch):
+    model, tokenizer = tiny_lm
+    many = pd.concat([small_items.assign(item_id=small_items["item_id"] + f"-{k}") for k in range(4)])
+    baseline = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=1, progress=False)
+    forward, calls = model.forward, []
+
+    def limited(*args, **kwargs):
+        calls.append(kwargs["input_ids"].shape[0])
+        if kwargs["input_ids"].shape[0] > 5:
+            raise torch.cuda.OutOfMemoryError("injected")
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", limited)
+    with pytest.warns(ResourceWarning, match="retrying at batch size 8") as caught:
+        scores = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=16, progress=False)
+    assert [str(w.message) for w in caught][-1].endswith("batch size 4") and scores.attrs["batch_size"] == 4
+    assert calls[:3] == [16, 8, 4] and max(calls[3:]) <= 4
+    np.testing.assert_allclose(scores["lp_sum_stereotyped"], baseline["lp_sum_stereotyped"], atol=1e-5, rtol=0)
+    monkeypatch.setattr(model, "forward", lambda *a, **k: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("x")))
+    with pytest.raises(torch.cuda.OutOfMemoryError), pytest.warns(ResourceWarning):
+        scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=2, progress=False)
+
+
+def test_items_are_checked_before_any_model_loads(small_items):
+    bad = small_items.copy()
+    bad.loc[1, "stereotyped"] = " " + bad.loc[1, "stereotyped"]
+    with pytest.raises(ValueError, match=r"row 1 \(.*\), field 'stereotyped': starts or ends with whitespace"):
+        scoring.score(bad, "no-such/model-anywhere", progress=False)  # would fail on loading, not reached
+    with pytest.raises(ValueError, match="batch_size"):
+        scoring.score(small_items, "no-such/model-anywhere", batch_size=0, progress=False)

@@ -6,6 +6,7 @@ scoring and every analysis work the same on all of them. The columns are fixed i
 
 from __future__ import annotations
 
+import io
 import unicodedata
 from pathlib import Path
 from typing import Literal
@@ -43,6 +44,10 @@ NO_SPACE_LANGUAGES: frozenset[str] = frozenset({"zh", "ja", "th"})
 DEFAULT_BANK: Path = Path(__file__).resolve().parents[2] / "data" / "items" / "written.csv"
 
 
+TRIM_MESSAGE = ("starts or ends with whitespace; the scorer joins context and continuation itself (with one space "
+                "where the script uses spaces), so a leading space would be read as a double space")
+
+
 class ItemError(ValueError):
     """A bad item table: the message names the file, row and field."""
 
@@ -73,7 +78,7 @@ class Item(BaseModel):
         if not value.strip():
             raise ValueError("is empty")
         if value != value.strip():
-            raise ValueError("has leading or trailing whitespace")
+            raise ValueError(TRIM_MESSAGE)
         return value
 
     @field_validator("context")
@@ -81,7 +86,7 @@ class Item(BaseModel):
     def _context_trimmed(cls, value: str) -> str:
         # An empty context is allowed (StereoSet items whose blank opens the sentence).
         if value != value.strip():
-            raise ValueError("has leading or trailing whitespace")
+            raise ValueError(TRIM_MESSAGE)
         return value
 
     @field_validator("language")
@@ -122,11 +127,13 @@ def join_text(context: str, continuation: str, language: str) -> str:
     return context + separator + continuation
 
 
-def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: int = 2) -> pd.DataFrame:
+def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: int = 2,
+                   require_originals: bool = True) -> pd.DataFrame:
     """Check every row against the items contract; raise one ItemError listing every problem.
 
     `origin` and `first_row` only shape the messages (for a CSV, row 2 is the first data row).
-    A table with any bad row is rejected whole: a bank never half-loads.
+    A table with any bad row is rejected whole: a bank never half-loads. `require_originals`:
+    every base item has its English original row (a bank must; a subset being scored need not).
     """
     missing = [c for c in ITEM_COLUMNS if c not in items.columns]
     if missing:
@@ -141,13 +148,14 @@ def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: i
         except ValidationError as err:
             for e in err.errors():
                 field = ".".join(str(p) for p in e["loc"]) or "row"
-                problems.append(f"{origin}: row {row}, field {field!r}: {e['msg']}")
+                named = f" ({clean['item_id']})" if clean.get("item_id") else ""
+                problems.append(f"{origin}: row {row}{named}, field {field!r}: {e['msg'].removeprefix('Value error, ')}")
     duplicated = items["item_id"].duplicated(keep="first")
     for offset in duplicated[duplicated].index:
         pos = items.index.get_loc(offset)
         problems.append(f"{origin}: row {first_row + pos}, field 'item_id': duplicate id {items['item_id'].iloc[pos]!r}")
     originals = set(items.loc[items["variant"] == "original", "base_id"])
-    orphans = items.loc[~items["base_id"].isin(originals)]
+    orphans = items.loc[~items["base_id"].isin(originals)] if require_originals else items.iloc[:0]
     for pos in [items.index.get_loc(i) for i in orphans.index]:
         problems.append(
             f"{origin}: row {first_row + pos}, field 'base_id': {items['base_id'].iloc[pos]!r} has no English original row"
@@ -159,12 +167,39 @@ def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: i
     return items[ITEM_COLUMNS].reset_index(drop=True)
 
 
+def read_csv_text(path: Path, error: type[ValueError] = ItemError, **options) -> pd.DataFrame:
+    """A CSV file as a table of strings, or `error` naming the file and line: text that is not
+    UTF-8, and quoting that breaks the rows. A byte-order mark and CRLF line ends are accepted."""
+    data = path.read_bytes()
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise error(f"{path}: line {line}: not UTF-8 text (byte {data[err.start]:#04x}); save the file as "
+                    "UTF-8") from None
+    try:
+        return pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, **options)
+    except pd.errors.ParserError as err:
+        raise error(f"{path}: the CSV does not parse ({err}); check the quotes on that line "
+                    "(a field with a comma or a quote must be quoted, and a quote inside it doubled)") from None
+
+
 def read_items(path: str | Path = DEFAULT_BANK) -> pd.DataFrame:
-    """Read and validate an item table from CSV (UTF-8, one row per item version)."""
+    """Read and validate an item table from CSV (UTF-8, one row per item version, the columns of
+    the items contract and no others)."""
     path = Path(path)
     if not path.exists():
         raise ItemError(f"{path}: no such item file")
-    table = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+    table = read_csv_text(path)
+    for column in table.columns:
+        broken = table.index[table[column].str.contains("[\r\n]", regex=True)]
+        if len(broken):
+            raise ItemError(f"{path}: row {int(broken[0]) + 2}, field {column!r} holds a line break: a quote opened "
+                            "there is probably never closed (a field with a comma or a quote must be quoted, and "
+                            "a quote inside it doubled)")
+    extra = [c for c in table.columns if c not in ITEM_COLUMNS]
+    if extra:
+        raise ItemError(f"{path}: unknown column(s) {extra}; an item file has exactly {ITEM_COLUMNS}")
     return validate_items(table, origin=str(path))
 
 

@@ -86,7 +86,8 @@ class RunParams(BaseModel):
     released_study: str = Field("auto", description='the book\'s released-study part: "auto" (the scores when '
                                                     'already on this machine), a folder, "download", or "off"')
     # --- scoring
-    batch_size: int = Field(16, ge=1, description="sequences per forward pass")
+    batch_size: int | Literal["auto"] = Field(16, description='sequences per forward pass, or "auto" (halved on '
+                                                              'out-of-memory)')
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$", description='"auto", "cpu" or "cuda"')
     # --- the analyses (StudyOptions)
     aggregate: Aggregate = "mean"
@@ -182,6 +183,13 @@ class RunParams(BaseModel):
         if path and not project_path(path).is_dir():
             raise ValueError(f"{path!r}: no such folder")
         return path
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _batch_size(cls, size: object) -> object:
+        if size != "auto" and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError('expected a whole number of sequences >= 1, or "auto"')
+        return size
 
     @field_validator("released_scores")
     @classmethod

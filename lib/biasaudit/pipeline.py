@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from biasaudit import stats
 from biasaudit.bbq import load_bbq
-from biasaudit.items import ITEM_COLUMNS, read_items, select_items
+from biasaudit.items import ITEM_COLUMNS, ItemError, read_items, select_items
 from biasaudit.options import DEFAULT_SEED
 from biasaudit.paths import project_path, run_dir
-from biasaudit.runstore import ScoreStore, write_atomically
+from biasaudit.runstore import ScoreStore, run_lock, write_atomically
 from biasaudit.stereoset import load_stereoset
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
@@ -76,6 +77,11 @@ def prepare_items(
     `source_options` go to `load_sources`.
     """
     banks = [read_items(project_path(path)) for path in item_banks]
+    present = set().union(*(set(bank["language"]) for bank in banks)) if banks else set()
+    absent = [language for language in languages if language not in present]
+    if banks and absent:
+        raise ItemError(f"key 'languages': {absent} has no version in the item bank(s) {list(item_banks)} "
+                        f"(they hold {sorted(present - {'en'})}); drop it from the params or add its translations")
     public, stages = load_sources(list(sources or []), **source_options)
     table = pd.concat([*banks, public], ignore_index=True) if len(public) else pd.concat(banks, ignore_index=True)
     duplicated = table.loc[table["item_id"].duplicated(), "item_id"].tolist()
@@ -84,9 +90,10 @@ def prepare_items(
     variants = VARIANTS_WITH_REWORDINGS if include_rewordings else ["original", "translation"]
     items, collapsed = select_items(table, languages=[*languages, "en"], variants=variants)
     folder = run_dir(run_name)
-    write_atomically(items, folder / "items.parquet")
-    write_atomically(collapsed, folder / "collapsed.parquet")
-    write_atomically(stages, folder / "stages.parquet")
+    with run_lock(folder):
+        write_atomically(items, folder / "items.parquet")
+        write_atomically(collapsed, folder / "collapsed.parquet")
+        write_atomically(stages, folder / "stages.parquet")
     return items, collapsed
 
 
@@ -112,11 +119,12 @@ def score_run(
     items: pd.DataFrame,
     *,
     models: list[str],
-    batch_size: int = 16,
+    batch_size: int | Literal["auto"] = 16,
     device: str | None = None,
     scorer_boundary: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings)."""
+    """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings:
+    seconds and the batch size that worked, per model)."""
     from biasaudit.scoring import (
         score,  # loads torch: only the chapters that score need it
     )
@@ -127,7 +135,8 @@ def score_run(
         started = time.perf_counter()
         tables.append(score(items, model, batch_size=batch_size, device=device,
                             scorer_boundary=scorer_boundary, store=store))
-        timings.append({"model": model, "item_versions": len(items), "seconds": time.perf_counter() - started})
+        timings.append({"model": model, "item_versions": len(items), "seconds": time.perf_counter() - started,
+                        "batch_size": tables[-1].attrs.get("batch_size", batch_size)})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 
 

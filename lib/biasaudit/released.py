@@ -68,7 +68,7 @@ from biasaudit.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
 from biasaudit.downloads import DownloadError, PinnedFile, fetch
 from biasaudit.items import ITEM_COLUMNS
 from biasaudit.paths import cache_dir, project_path, run_dir
-from biasaudit.runstore import ScoreStore
+from biasaudit.runstore import ScoreStore, run_lock, write_atomically
 from biasaudit.sources import DATA_DIR_VARIABLE
 from biasaudit.stereoset import DIMENSION_OF_BIAS_TYPE as STEREOSET_DIMENSIONS
 
@@ -641,16 +641,17 @@ def import_released(
     scores = released.scores
     items = scores[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
     collapsed = released.collapsed[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
-    items.to_parquet(out / "items.parquet", index=False)
-    collapsed.to_parquet(out / "collapsed.parquet", index=False)
     table = scores[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]].assign(scorer_boundary=False)
-    store = ScoreStore(out)
-    store.clear()
-    store.append(table)
     report = {**released.summary, "source": str(folder), "fix_labels": fix_labels, "layer_b": layer_b,
               "score_mismatch_rows": released.score_mismatches.head(50).to_dict("records"),
               "english_mismatch_rows": released.english_mismatches.head(50).to_dict("records")}
-    (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    with run_lock(out):
+        write_atomically(items, out / "items.parquet")
+        write_atomically(collapsed, out / "collapsed.parquet")
+        store = ScoreStore(out)
+        store.clear()
+        store.append(table)
+        (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     return table
 
 

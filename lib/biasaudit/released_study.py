@@ -28,6 +28,7 @@ RELEASED_PARAMS = "params/released.yml"
 NOT_IN_PART: dict[str, str] = {
     "01_translate": "the release holds the paper's scores, not its translation texts, so there is nothing to judge",
     "30_template_tests": "template tests put new questions to chat models; they read no item scores",
+    "40_reliability": "the fault sweep is about the program, not about any run's scores",
 }
 GET_THEM = ("run `make released` (it downloads the ten models' item and noise-floor scores and the label fix from "
             "the paper's repository at pinned commits, sha256-checked, into `~/.cache/biasaudit`; about 1 MB a model) and "

@@ -12,13 +12,18 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import json
 import os
+import socket
+import sys
 import time
 import uuid
 import warnings
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -111,6 +116,84 @@ class ScoreStore:
         """Remove every stored score (an import replaces a run's scores)."""
         for path in self.parts():
             path.unlink(missing_ok=True)
+
+
+class RunLockedError(RuntimeError):
+    """Another live process is writing this run."""
+
+
+LOCK_NAME = ".lock"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+@contextmanager
+def run_lock(run_folder: Path, *, wait: float = 0.0, poll: float = 0.5) -> Iterator[Path]:
+    """Hold `runs/<run>/.lock` while writing a run: one writer per run.
+
+    The lock is an advisory lock of the operating system on that file (`fcntl.flock`), so it dies
+    with its process: a lock left by a killed run is free again, and the next writer takes it over
+    (with a warning naming the process that left it). The file holds the writer's process id, host,
+    start time and command, which a second writer names when it stops with RunLockedError (after
+    waiting up to `wait` seconds). Re-entrant within a process.
+    """
+    path = Path(run_folder) / LOCK_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    me = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%d %H:%M:%S"),
+          "command": " ".join(sys.argv)[:200]}
+    handle = open(path, "a+", encoding="utf-8")
+    deadline = time.monotonic() + wait
+    try:
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                holder = _read_lock(path)
+                if holder.get("pid") == me["pid"] and holder.get("host") == me["host"]:
+                    handle.close()
+                    yield path  # this process holds it already (a writer calling another writer)
+                    return
+                if time.monotonic() < deadline:
+                    time.sleep(poll)
+                    continue
+                raise RunLockedError(
+                    f"{path.parent}: this run is being written by process {holder.get('pid', '?')} on "
+                    f"{holder.get('host', '?')} since {holder.get('started', '?')} ({holder.get('command', '')}); "
+                    "wait for it to finish, or give this run another run_name") from None
+        left = _read_lock(path)
+        if left.get("pid") not in (None, me["pid"]):
+            warnings.warn(f"{path}: taking over the lock left by process {left['pid']} (started "
+                          f"{left.get('started', '?')}), which stopped without releasing it", StoreWarning,
+                          stacklevel=3)
+        handle.seek(0)
+        handle.truncate()
+        json.dump(me, handle)
+        handle.flush()
+        try:
+            yield path
+        finally:
+            handle.seek(0)
+            handle.truncate()
+            handle.flush()
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        handle.close()
+
+
+def _read_lock(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
 
 
 def table_fingerprint(table: pd.DataFrame) -> str:

@@ -15,8 +15,11 @@ with an empty context has its first token predicted from something.
 from __future__ import annotations
 
 import inspect
+import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -24,11 +27,14 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from biasaudit.items import ITEM_COLUMNS, OPTIONS, join_text
+from biasaudit.items import ITEM_COLUMNS, OPTIONS, join_text, validate_items
 from biasaudit.models import load_model
-from biasaudit.runstore import ScoreStore
+from biasaudit.runstore import ScoreStore, run_lock
 
 TEXT_COLUMNS: list[str] = ["context", *OPTIONS]
+# batch_size="auto": at most this many sequences per batch, and on a CPU about this many tokens.
+AUTO_MAX_BATCH = 64
+AUTO_CPU_TOKENS = 2048
 SCORE_COLUMNS: list[str] = [f"{kind}_{o}" for o in OPTIONS for kind in ("lp_sum", "ntok", "lp_mean")]
 
 
@@ -231,6 +237,20 @@ def _score_batch(network: PreTrainedModel, batch: list[Sequence], device: str) -
     return [(t[1], t[2], lp) for t, lp in zip(targets, logprobs.cpu().tolist())]
 
 
+def auto_batch_size(sequences: list[Sequence], device: str) -> int:
+    """The batch size `batch_size="auto"` starts from: on a GPU the largest tried (out-of-memory
+    halves it), on a CPU as many sequences as fit a token budget at the longest length."""
+    if device.startswith("cuda"):
+        return AUTO_MAX_BATCH
+    longest = max((len(s.ids) for s in sequences), default=1)
+    return int(np.clip(AUTO_CPU_TOKENS // max(longest, 1), 1, AUTO_MAX_BATCH))
+
+
+def _free_memory(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
 def _score_sequences(
     network: PreTrainedModel,
     sequences: list[Sequence],
@@ -238,23 +258,38 @@ def _score_sequences(
     batch_size: int,
     device: str,
     progress: tqdm | None = None,
-) -> dict[tuple[int, str], tuple[float, int]]:
-    """Summed log-prob and token count per (row, option); batches are formed by length.
+) -> tuple[dict[tuple[int, str], tuple[float, int]], int]:
+    """Summed log-prob and token count per (row, option), and the batch size that worked; batches
+    are formed by length.
 
-    An option with no scored token (only under the boundary error) is absent from the result.
+    On CUDA out-of-memory the batch is halved and retried (down to one sequence): a long run is
+    never lost to one batch too large. An option with no scored token (only under the boundary
+    error) is absent from the result.
     """
     results: dict[tuple[int, str], tuple[float, int]] = {
         (row, option): (0.0, 0) for s in sequences for row, option, _, _ in s.targets
     }
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids), reverse=True)
-    for start in range(0, len(order), batch_size):
+    start = 0
+    while start < len(order):
         batch = [sequences[i] for i in order[start : start + batch_size]]
-        for row, option, logprob in _score_batch(network, batch, device):
+        try:
+            scored = _score_batch(network, batch, device)
+        except torch.cuda.OutOfMemoryError:
+            if batch_size == 1:
+                raise
+            _free_memory(device)
+            batch_size = max(1, batch_size // 2)
+            warnings.warn(f"out of memory on {device}: retrying at batch size {batch_size}", ResourceWarning,
+                          stacklevel=2)
+            continue
+        for row, option, logprob in scored:
             total, count = results[(row, option)]
             results[(row, option)] = (total + logprob, count + 1)
+        start += len(batch)
         if progress is not None:
             progress.update(len({t[0] for s in batch for t in s.targets}))
-    return results
+    return results, batch_size
 
 
 def _scores_frame(items: pd.DataFrame, results: dict[tuple[int, str], tuple[float, int]], model_name: str,
@@ -278,7 +313,7 @@ def score(
     model: str | tuple[PreTrainedModel, PreTrainedTokenizerBase],
     *,
     model_name: str | None = None,
-    batch_size: int = 16,
+    batch_size: int | Literal["auto"] = 16,
     device: str | None = None,
     dtype: torch.dtype | None = None,
     scorer_boundary: bool = False,
@@ -302,14 +337,35 @@ def score(
     `pack=False` for a model whose attention does not accept a custom 4D mask. Packing is
     skipped for items longer than a model's sliding attention window, which a custom mask
     would bypass.
+
+    The items are checked against the items contract first (`validate_items`: a continuation
+    with a leading space, an empty option or a duplicate id is an error naming the row and
+    field, before any model loads). `batch_size="auto"` starts large and halves on CUDA
+    out-of-memory (any batch size does); the size that worked is in the result's
+    `attrs["batch_size"]`. A store is written under the run's lock (`runstore.run_lock`): a
+    second process scoring the same run stops with a message naming the first.
     """
     if isinstance(model, str):
         model_name = model_name or model
     elif model_name is None:
         raise ValueError("pass model_name= when giving an already loaded (model, tokenizer) pair")
-    items = items[ITEM_COLUMNS].reset_index(drop=True)
+    if batch_size != "auto" and (not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a whole number >= 1 or 'auto', not {batch_size!r}")
+    missing = [c for c in ITEM_COLUMNS if c not in items.columns]
+    if missing:
+        raise ValueError(f"score(): the items lack column(s) {missing} of the items contract")
+    items = validate_items(items, origin="score(): the items", first_row=0, require_originals=False)
     if store is not None and not isinstance(store, ScoreStore):
         store = ScoreStore(Path(store))
+    with run_lock(store.run_folder) if store is not None else nullcontext():
+        return _score(items, model, model_name=model_name, batch_size=batch_size, device=device, dtype=dtype,
+                      scorer_boundary=scorer_boundary, store=store, chunk_items=chunk_items, pack=pack,
+                      progress=progress)
+
+
+def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Literal["auto"], device: str | None,
+           dtype: torch.dtype | None, scorer_boundary: bool, store: ScoreStore | None, chunk_items: int, pack: bool,
+           progress: bool) -> pd.DataFrame:
     done = _read_done(store, model_name, scorer_boundary, items) if store is not None else pd.DataFrame()
     todo = items.loc[~items["item_id"].isin(done["item_id"])] if len(done) else items
     # Chunks of similar length pad less; UTF-8 bytes approximate the token count of byte-level BPEs.
@@ -324,7 +380,10 @@ def score(
             chunk = todo.iloc[start : start + chunk_items].reset_index(drop=True)
             sequences = build_sequences(chunk, tokenizer, scorer_boundary=scorer_boundary, pack=pack,
                                         max_packed_length=window)
-            results = _score_sequences(network, sequences, batch_size=batch_size, device=device, progress=bar)
+            if batch_size == "auto":
+                batch_size = auto_batch_size(sequences, device)
+            results, batch_size = _score_sequences(network, sequences, batch_size=batch_size, device=device,
+                                                   progress=bar)
             scored = _scores_frame(chunk, results, model_name, scorer_boundary)
             if store is not None:
                 store.append(scored)
@@ -334,7 +393,9 @@ def score(
     # (dimension, via, ...) that did not change the texts, and so was not rescored.
     scores = done[["model", "item_id", *SCORE_COLUMNS, "scorer_boundary"]]
     table = items.merge(scores, on="item_id", how="inner", validate="one_to_one")
-    return table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
+    table = table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
+    table.attrs["batch_size"] = batch_size  # "auto" when nothing needed scoring
+    return table
 
 
 def _read_done(store: ScoreStore, model_name: str, scorer_boundary: bool, items: pd.DataFrame) -> pd.DataFrame:

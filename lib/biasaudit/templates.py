@@ -170,7 +170,7 @@ def read_template_file(path: Path, language: str, *, variant: str = "original", 
         })
     if errors:
         shown = "\n  ".join(errors[:50])
-        raise TemplateError(f"{len(errors)} problem(s) in {path}:\n  {shown}")
+        raise TemplateError(f"{len(errors)} problem(s) in the template file:\n  {shown}")
     out = pd.DataFrame(rows, columns=[*TEMPLATE_COLUMNS, "file", "row"])
     duplicated = out["template_id"].duplicated()
     if duplicated.any():

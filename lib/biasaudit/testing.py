@@ -137,7 +137,7 @@ def synthetic_release(source: Path, target: Path, *, n_models: int = 10, noise_s
             noisy_a = np.where(collapsed, noisy_s, values["logprob_anti_stereotype"] + draws[rows, 1])
             noisy_u = values["logprob_unrelated"] + draws[rows, 2]
             for column, value in zip(LOGPROB_COLUMNS, (noisy_s, noisy_a, noisy_u)):
-                out[column] = np.round(value, 6)
+                out[column] = np.round(np.minimum(value, 0.0), 6)  # still log-probs: at most 0
             out["stereotype_score"] = np.round(1 / (1 + np.exp(-(out[LOGPROB_COLUMNS[0]] - out[LOGPROB_COLUMNS[1]]))), 6)
             out.to_csv(target / path, index=False)
     shutil.copy(source / "label_fix.json", target / "label_fix.json")
@@ -161,7 +161,7 @@ def synthetic_scores(items, models: list[str], *, seed: int = 0):
         keep = np.where(items["variant"] == "original", 1.0, np.where(items["variant"] == "translation", 0.4, 0.7))
         spread = np.where(items["variant"] == "translation", 0.6, np.where(items["variant"] == "rewording", 0.3, 0.0))
         contrast = keep * preference + rng.normal(0.0, 1.0, size=len(items)) * spread
-        anti = rng.normal(-3.0, 0.5, size=len(items))
+        anti = rng.normal(-3.0, 0.5, size=len(items)) - np.maximum(contrast, 0.0)  # both options stay below 0
         table = items[ITEM_COLUMNS].reset_index(drop=True).copy()
         table.insert(0, "model", model)
         means = {"stereotyped": anti + contrast, "anti_stereotyped": anti, "third": anti - rng.gamma(2.0, 1.0, len(items))}

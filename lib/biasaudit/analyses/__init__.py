@@ -54,6 +54,8 @@ from biasaudit.analyses.floor import (
 )
 from biasaudit.analyses.scores import (
     ITEM_KEYS,
+    ScoresError,
+    check_scores,
     english_rewording_pairs,
     has_aggregate,
     item_scores,
@@ -72,7 +74,7 @@ from biasaudit.analyses.subsets import (
 
 __all__ = [
     "CELL_COLUMNS", "CHANGES", "ERROR_FLAGS", "ITEM_KEYS", "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording",
-    "by_dimension", "by_source", "carry_over_pairs", "carry_over_table", "carry_point", "case_study", "cell_tests",
+    "ScoresError", "by_dimension", "by_source", "carry_over_pairs", "check_scores", "carry_over_table", "carry_point", "case_study", "cell_tests",
     "cells_from_pairs", "detection_power", "language_detection", "english_rewording_pairs", "error_example", "error_settings",
     "faithful_only", "floor_cells", "has_aggregate", "item_scores", "label_errors", "language_drops",
     "model_agreement", "model_drop_table", "model_gaps", "model_language_drops", "noise_floor", "option_logprobs",

@@ -34,9 +34,51 @@ def option_logprobs(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.D
     return scores[list(columns)].rename(columns=columns)
 
 
+class ScoresError(ValueError):
+    """A scores table that breaks its contract; the message names the row, item and column."""
+
+
+REQUIRED_COLUMNS: list[str] = ["model", "item_id", "base_id", "language", "variant"]
+SETTING_COLUMNS: tuple[str, ...] = ("scorer_boundary", "stereoset_label_map", "bbq_roles_by_order")
+
+
+def check_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.DataFrame:
+    """Check a scores table before any analysis uses it (every analysis goes through `item_scores`):
+    the contract's key columns, one row per model, item version (and pipeline setting), and for both
+    contrasting options a finite log-probability no greater than 0. Returns the log-probs."""
+    missing = [c for c in REQUIRED_COLUMNS if c not in scores.columns]
+    if missing:
+        raise ScoresError(f"scores table: missing column(s) {missing} of the scores contract (DESIGN.md)")
+    lp = option_logprobs(scores, aggregate)
+
+    def where(position: int) -> str:
+        return f"scores table: row {position} (model {scores['model'].iloc[position]!r}, item " \
+               f"{scores['item_id'].iloc[position]!r})"
+
+    settings = [c for c in SETTING_COLUMNS if c in scores.columns]  # a table may stack pipeline settings
+    key = ["model", "item_id", *settings]
+    repeated = np.flatnonzero(scores.duplicated(key).to_numpy())
+    if len(repeated):
+        raise ScoresError(f"{where(int(repeated[0]))}: appears more than once ({len(repeated)} repeated row(s)); "
+                          "a model scores each item version once")
+    for column in ("lp_stereotyped", "lp_anti_stereotyped", "lp_third"):
+        values = lp[column].to_numpy(dtype=float)
+        source = f"lp_{aggregate}_{column.removeprefix('lp_')}"
+        if column != "lp_third":
+            bad = np.flatnonzero(~np.isfinite(values))
+            if len(bad):
+                raise ScoresError(f"{where(int(bad[0]))}, column {source!r}: {values[bad[0]]} ({len(bad)} such "
+                                  "row(s)); every version needs a finite log-prob for both contrasting options")
+        positive = np.flatnonzero(values > 1e-9)
+        if len(positive):
+            raise ScoresError(f"{where(int(positive[0]))}, column {source!r}: {values[positive[0]]:.4g} is positive; "
+                              "a log-probability is at most 0 (a probability or a score from elsewhere?)")
+    return lp
+
+
 def item_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.DataFrame:
     """Per model × item version: soft and binary score, strength, and fluency (DESIGN.md)."""
-    lp = option_logprobs(scores, aggregate)
+    lp = check_scores(scores, aggregate)
     out = scores[[c for c in ITEM_KEYS if c in scores.columns]].copy()
     contrast = (lp["lp_stereotyped"] - lp["lp_anti_stereotyped"]).to_numpy()
     out["soft"] = expit(contrast)

@@ -21,4 +21,5 @@ returns a `biasaudit.report.Report`. Notebooks hold the narrative, the parameter
 | 21_case_study | `case_study` |
 | 22_verdict | `verdict` |
 | 30_template_tests | `template_tests` |
+| 40_reliability | `reliability` |
 """

@@ -30,7 +30,7 @@ def report(params: RunParams) -> Report:
         out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
                                       "model(s): nothing was scored here, so there are no timings.")
         models = sorted(scores["model"].unique())
-        timings = pd.DataFrame(columns=["model", "item_versions", "seconds", "per_version_ms"])
+        timings = pd.DataFrame(columns=["model", "item_versions", "seconds", "per_version_ms", "batch_size"])
     else:
         models = list(params.models)
         scores, timings = pipeline.score_run(params.run_name, items, models=models, batch_size=params.batch_size,
@@ -40,7 +40,8 @@ def report(params: RunParams) -> Report:
                                       f"{len(models)} model(s) (a rerun that finds every version stored takes only "
                                       "the time to read them back).")
     out.add_table("timings", timings, TableStyle(columns={"model": "model", "item_versions": "item versions",
-                                                          "seconds": "seconds", "per_version_ms": "ms per version"},
+                                                          "seconds": "seconds", "per_version_ms": "ms per version",
+                                                          "batch_size": "batch size"},
                                                  decimals=1, empty=""))
     out.add_table("models", pd.DataFrame({"model": models, "what it is": [
         OFFLINE_MODELS[m].description if m in OFFLINE_MODELS else m for m in models]}))

@@ -1,0 +1,44 @@
+"""Appendix 40: what does a run do with bad input and faults? The table of the last fault sweep
+(`biasaudit.sweep`, `make sweep`) on this machine."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit import sweep
+from biasaudit.params import RunParams
+from biasaudit.report import Report, TableStyle
+
+SWEEP_STYLE = TableStyle(columns={"group": "group", "case": "case", "done": "what was done",
+                                  "said": "what the program said", "outcome": "outcome", "lost": "rows lost"},
+                         empty="")
+COUNTS_STYLE = TableStyle(columns={"outcome": "outcome", "cases": "cases"}, empty="")
+NO_SWEEP = ("No fault sweep has run on this machine yet, so there is no table to show. Run \"make sweep\" (about "
+            "three minutes on two CPU cores; it tries every case below in a scratch folder and writes its table "
+            "where this page reads it), then rebuild the book.")
+
+
+def report(params: RunParams) -> Report:
+    del params  # the appendix shows the machine's last sweep, whatever the run
+    out = Report()
+    last = sweep.read_last_sweep()
+    if last is None:
+        out.add_table("sweep", pd.DataFrame(columns=sweep.SWEEP_COLUMNS), SWEEP_STYLE)
+        out.add_table("counts", pd.DataFrame(columns=["outcome", "cases"]), COUNTS_STYLE)
+        out.values.update({"sweep_text": NO_SWEEP, "n_cases": len(sweep.CASES)})
+        return out
+    table, meta = last
+    c = sweep.counts(table)
+    out.add_table("sweep", table, SWEEP_STYLE)
+    out.add_table("counts", table.groupby("outcome").size().rename("cases").reset_index(), COUNTS_STYLE)
+    failed = ("" if c["failed"] == 0 else
+              f" {c['failed']} case(s) FAILED: the program accepted bad input, gave a wrong result or stopped "
+              "without saying why; see the rows marked FAILED.")
+    out.values.update({
+        "n_cases": c["cases"],
+        "sweep_text": (f"The last sweep on this machine finished {meta.get('finished', 'at an unrecorded time')} "
+                       f"after {meta.get('seconds', '?')} s: {c['cases']} cases, {c['clear_errors']} clear errors, "
+                       f"{c['recovered']} recovered faults and {c['right_results']} right results; {c['lost']} "
+                       f"stored rows lost.{failed}"),
+    })
+    return out
