@@ -108,6 +108,10 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
                              for f in BOOK_FONTS))
     needed = {c for c in page_characters(html) if ord(c) > 127} & drawable
     assert needed - drawn == set() and any("\u4e00" <= c <= "\u9fff" for c in needed), "Chinese items are shown"
+    # Text from data renders as text: the CI bank's w-gender-001/en holds <b>, ** and <script> on purpose.
+    items_page = (html / "book" / "analyses" / "00_items.html").read_text(encoding="utf-8")
+    assert "the &lt;b&gt;mango&lt;/b&gt; tree needed **watering** &lt;script&gt;alert(1)&lt;/script&gt;." in items_page
+    assert "<script>alert(1)" not in items_page and "<strong>watering" not in items_page
     # Search finds a language by name: the verdict page names each language in its prose.
     index = (html / "searchindex.js").read_text(encoding="utf-8")
     index = json.loads(index[index.index("(") + 1:index.rindex(")")])
