@@ -108,6 +108,10 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
                              for f in BOOK_FONTS))
     needed = {c for c in page_characters(html) if ord(c) > 127} & drawable
     assert needed - drawn == set() and any("\u4e00" <= c <= "\u9fff" for c in needed), "Chinese items are shown"
+    # Chapter 31 reads LangBiTe's files from the mirror: its human Catalan translations with a renamed
+    # placeholder are listed, as written.
+    translation_page = (html / "book" / "analyses" / "31_template_translation.html").read_text(encoding="utf-8")
+    assert "{RELIGIÓ1}" in translation_page and "not on this machine" not in translation_page
     # Text from data renders as text: the CI bank's w-gender-001/en holds <b>, ** and <script> on purpose.
     items_page = (html / "book" / "analyses" / "00_items.html").read_text(encoding="utf-8")
     assert "the &lt;b&gt;mango&lt;/b&gt; tree needed **watering** &lt;script&gt;alert(1)&lt;/script&gt;." in items_page

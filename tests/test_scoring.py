@@ -225,3 +225,24 @@ def test_items_are_checked_before_any_model_loads(small_items):
         scoring.score(bad, "no-such/model-anywhere", progress=False)  # would fail on loading, not reached
     with pytest.raises(ValueError, match="batch_size"):
         scoring.score(small_items, "no-such/model-anywhere", batch_size=0, progress=False)
+
+
+@pytest.mark.parametrize("pack", [True, False])
+def test_the_output_layer_runs_for_target_positions_only(tiny_lm, small_items, pack, monkeypatch):
+    """The output layer (vocab x hidden) gets one hidden state per scored token, not every kept position
+    of every padded row; the scores are those it gives when it sees every position."""
+    model, tokenizer = tiny_lm
+    widths = []
+    hook = model.get_output_embeddings().register_forward_hook(
+        lambda module, args, output: widths.append(output.shape))  # after the scorer's own pre-hook
+    try:
+        fast = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size=4, pack=pack,
+                             progress=False)
+    finally:
+        hook.remove()
+    targets = sum(len(s.targets) for s in scoring.build_sequences(small_items, tokenizer, pack=pack))
+    assert all(shape[0] == 1 for shape in widths) and sum(shape[1] for shape in widths) == targets
+    monkeypatch.setattr(scoring, "GATHER_TARGETS", False)
+    full = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size=4, pack=pack, progress=False)
+    for option in OPTIONS:
+        np.testing.assert_allclose(fast[f"lp_sum_{option}"], full[f"lp_sum_{option}"], atol=1e-5, rtol=0)

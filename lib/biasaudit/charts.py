@@ -418,3 +418,19 @@ def language_curves(curves: pd.DataFrame, summary: pd.DataFrame,
     level = alt.Chart(pd.DataFrame({"v": [0.8]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="v:Q")
     return alt.layer(lines, dots, level).properties(width=440, height=260, title=alt.TitleParams(
         title, subtitle="diamond: the observed drop; dashed: 80% power"))
+
+
+def metric_boxes(data: pd.DataFrame, value: str, *, box: str, row: str, title: str, x_title: str,
+                 row_order: list[str] | None = None) -> alt.FacetChart:
+    """Box plots of `value` (Tukey whiskers), one box per `box` group in each `row` panel: the
+    per-template distribution, not only its mean."""
+    boxes = box_summary(data.dropna(subset=[value]), value, [row, box])
+    boxes[box] = boxes[box].astype(str)
+    base = alt.Chart().encode(y=alt.Y(f"{box}:N", title=None), color=alt.Color(f"{box}:N", title=None, legend=None))
+    whiskers = base.mark_rule().encode(x=alt.X("low:Q", scale=alt.Scale(zero=False), title=x_title), x2="high:Q")
+    bar = base.mark_bar(size=12).encode(x="q1:Q", x2="q3:Q", tooltip=[row, box, "n:Q",
+                                                                       alt.Tooltip("median:Q", format=".3f")])
+    median = base.mark_tick(color="black", size=12).encode(x="median:Q")
+    return alt.layer(whiskers, bar, median, data=boxes).properties(width=420).facet(
+        row=alt.Row(f"{row}:N", title=None, sort=row_order, header=alt.Header(labelAngle=0, labelAlign="left")),
+        title=title)

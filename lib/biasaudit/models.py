@@ -135,6 +135,17 @@ def resolve_dtype(choice: str, device: str) -> "torch.dtype":
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[choice]
 
 
+def scoring_dtype(choice: str) -> "torch.dtype | None":
+    """The params' `scoring_dtype` as `scoring.score` takes it: "auto" is None (the device's default,
+    `default_dtype`: fp32 on a CPU, bf16 on CUDA), unlike `resolve_dtype`, which picks bf16 on a
+    CPU that has it; "bfloat16" on such a CPU is scoring's fast path, asked for by name."""
+    if choice == "auto":
+        return None
+    if choice not in ("float32", "bfloat16", "float16"):
+        raise ValueError(f"scoring_dtype must be 'auto', 'float32', 'bfloat16' or 'float16', not {choice!r}")
+    return resolve_dtype(choice, "cpu")
+
+
 def _converted_dir(name: str) -> Path:
     return cache_dir() / "models" / name
 

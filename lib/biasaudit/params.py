@@ -89,6 +89,8 @@ class RunParams(BaseModel):
     batch_size: int | Literal["auto"] = Field(16, description='sequences per forward pass, or "auto" (halved on '
                                                               'out-of-memory)')
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$", description='"auto", "cpu" or "cuda"')
+    scoring_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description='"auto": bf16 on CUDA, fp32 on a CPU; "bfloat16" on a CPU is the fast path')
     # --- the analyses (StudyOptions)
     aggregate: Aggregate = "mean"
     n_permutations: int = Field(10_000, ge=1)
@@ -137,8 +139,19 @@ class RunParams(BaseModel):
     template_paraphraser: str = Field("", description="chat model writing P English rewordings when the library "
                                                       "has none")
     n_paraphrases: int = Field(1, ge=1, le=5)
+    template_translations: Literal["human", "machine"] = Field(
+        "human", description='"machine": chapter 30 asks template_translator\'s translations in every language')
+    # --- translators against LangBiTe's human translations (31)
+    reference_library: str = Field("auto", description='LangBiTe\'s files: "auto" ($BIASAUDIT_DATA_DIR/langbite, '
+                                                       'else download), "download", or a folder')
+    reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"])
+    translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
+    paraphraser: str = "smollm2-135m"
+    reference_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
+    max_paraphrases: int = Field(1, ge=1, le=5)
+    reply_tokens: int = Field(48, ge=8, description="most tokens a translator or paraphraser writes per reply (31)")
 
-    @field_validator("languages", "sample_languages", "pivots", "rescore_languages")
+    @field_validator("languages", "sample_languages", "pivots", "rescore_languages", "reference_languages")
     @classmethod
     def _languages(cls, codes: list[str]) -> list[str]:
         for code in codes:
@@ -147,7 +160,7 @@ class RunParams(BaseModel):
             raise ValueError(f"a language appears twice in {codes}")
         return codes
 
-    @field_validator("models")
+    @field_validator("models", "translators")
     @classmethod
     def _models(cls, names: list[str]) -> list[str]:
         for name in names:
@@ -196,6 +209,21 @@ class RunParams(BaseModel):
     def _released(cls, source: str) -> str:
         if source and source != "download" and not project_path(source).exists():
             raise ValueError(f"{source!r}: no such folder; give a folder of the released files or \"download\"")
+        return source
+
+    @field_validator("template_translations")
+    @classmethod
+    def _translations(cls, source: str, info: ValidationInfo) -> str:
+        if source == "machine" and not info.data.get("template_translator"):
+            raise ValueError('"machine" needs a template_translator to make the translations')
+        return source
+
+    @field_validator("reference_library")
+    @classmethod
+    def _reference(cls, source: str) -> str:
+        if source not in ("auto", "download") and not (project_path(source) / "prompts_en_us.csv").is_file():
+            raise ValueError(f"{source!r}: no prompts_en_us.csv there; use \"auto\", \"download\" or a folder of "
+                             "LangBiTe's files")
         return source
 
     @field_validator("deltas")

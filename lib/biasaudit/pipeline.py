@@ -19,7 +19,7 @@ from biasaudit.bbq import load_bbq
 from biasaudit.items import ITEM_COLUMNS, ItemError, read_items, select_items
 from biasaudit.options import DEFAULT_SEED
 from biasaudit.paths import project_path, run_dir
-from biasaudit.runstore import ScoreStore, run_lock, write_atomically
+from biasaudit.runstore import DTYPE_COLUMN, ScoreStore, run_lock, write_atomically
 from biasaudit.stereoset import load_stereoset
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
@@ -122,18 +122,25 @@ def score_run(
     batch_size: int | Literal["auto"] = 16,
     device: str | None = None,
     scorer_boundary: bool = False,
+    dtype: str = "auto",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings:
-    seconds and the batch size that worked, per model)."""
+    seconds and the batch size that worked, per model).
+
+    `dtype` is the params' `scoring_dtype`: "auto" (the device's default: fp32 on a CPU, bf16 on
+    CUDA; stored rows are reused whatever precision they were scored in), or "float32",
+    "bfloat16", "float16" (stored rows of another precision are scored again)."""
+    from biasaudit.models import scoring_dtype
     from biasaudit.scoring import (
         score,  # loads torch: only the chapters that score need it
     )
 
     store = ScoreStore(run_dir(run_name))
+    torch_dtype = scoring_dtype(dtype)
     tables, timings = [], []
     for model in models:
         started = time.perf_counter()
-        tables.append(score(items, model, batch_size=batch_size, device=device,
+        tables.append(score(items, model, batch_size=batch_size, device=device, dtype=torch_dtype,
                             scorer_boundary=scorer_boundary, store=store))
         timings.append({"model": model, "item_versions": len(items), "seconds": time.perf_counter() - started,
                         "batch_size": tables[-1].attrs.get("batch_size", batch_size)})
@@ -159,7 +166,8 @@ def read_scores(run_name: str, *, models: list[str] | None = None, scorer_bounda
     store = ScoreStore(folder)
     if not store.exists():
         raise FileNotFoundError(f"{store.folder}: no scores yet; run the 02_score notebook (or `make book`) first")
-    scores = store.read(scorer_boundary=scorer_boundary)
+    # the precision each row was scored in is the store's business (which rows a rerun reuses), not the table's
+    scores = store.read(scorer_boundary=scorer_boundary).drop(columns=[DTYPE_COLUMN], errors="ignore")
     items = pd.read_parquet(folder / "items.parquet")
     position = pd.Series(np.arange(len(items)), index=items["item_id"].to_numpy())
     keep = scores["item_id"].isin(position.index)

@@ -28,6 +28,8 @@ RELEASED_PARAMS = "params/released.yml"
 NOT_IN_PART: dict[str, str] = {
     "01_translate": "the release holds the paper's scores, not its translation texts, so there is nothing to judge",
     "30_template_tests": "template tests put new questions to chat models; they read no item scores",
+    "31_template_translation": "translators are compared on templates, and the release has no model to score "
+                               "machine-translated items with",
     "40_reliability": "the fault sweep is about the program, not about any run's scores",
 }
 GET_THEM = ("run `make released` (it downloads the ten models' item and noise-floor scores and the label fix from "

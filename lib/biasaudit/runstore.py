@@ -30,6 +30,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 SCORE_KEY: list[str] = ["model", "scorer_boundary", "item_id"]
+# A column of the stored parts only, not of the scores table: the precision a row was scored in
+# ("float32", "bfloat16", ...), which decides whether a rerun that names a precision reuses it.
+DTYPE_COLUMN = "scoring_dtype"
 # Files of the single-file layout of earlier versions, read as the oldest parts of the dataset.
 LEGACY_FILES: tuple[str, ...] = ("scores.parquet", "scores_boundary_error.parquet")
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import inspect
 import warnings
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Iterator, Literal
 
 import numpy as np
 import pandas as pd
@@ -28,8 +28,8 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from biasaudit.items import ITEM_COLUMNS, OPTIONS, join_text, validate_items
-from biasaudit.models import load_model
-from biasaudit.runstore import ScoreStore, run_lock
+from biasaudit.models import cpu_has_native_bf16, load_model
+from biasaudit.runstore import DTYPE_COLUMN, ScoreStore, run_lock
 
 TEXT_COLUMNS: list[str] = ["context", *OPTIONS]
 # batch_size="auto": at most this many sequences per batch, and on a CPU about this many tokens.
@@ -224,17 +224,53 @@ def _score_batch(network: PreTrainedModel, batch: list[Sequence], device: str) -
     # most of the output-layer cost for models with large vocabularies (Gemma: 262k).
     first = min(t[3] for t in targets)
     kwargs = {"logits_to_keep": length - first} if _accepts_logits_to_keep(network) else {}
-    logits = network(
-        input_ids=input_ids.to(device), attention_mask=mask.to(device), position_ids=position_ids.to(device),
-        **kwargs,
-    ).logits
     offset = first if kwargs else 0
-    rows = torch.tensor([t[0] for t in targets], device=logits.device)
-    cols = torch.tensor([t[3] - offset for t in targets], device=logits.device)
-    tokens = torch.tensor([t[4] for t in targets], device=logits.device)
-    picked = logits[rows, cols].float()  # padding positions are never picked
+    rows = torch.tensor([t[0] for t in targets], device=device)
+    cols = torch.tensor([t[3] - offset for t in targets], device=device)
+    with _output_layer_reads(network, rows, cols) as gathered:
+        logits = network(
+            input_ids=input_ids.to(device), attention_mask=mask.to(device), position_ids=position_ids.to(device),
+            **kwargs,
+        ).logits
+    # padding positions are never picked; the log-softmax is taken in fp32 whatever the model's precision
+    picked = (logits[0] if gathered else logits[rows.to(logits.device), cols.to(logits.device)]).float()
+    tokens = torch.tensor([t[4] for t in targets], device=picked.device)
     logprobs = (picked.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(picked, dim=-1)).double()
     return [(t[1], t[2], lp) for t, lp in zip(targets, logprobs.cpu().tolist())]
+
+
+# The output layer reads only the hidden states of target positions (see _output_layer_reads).
+GATHER_TARGETS = True
+
+
+@contextmanager
+def _output_layer_reads(network: PreTrainedModel, rows: torch.Tensor, cols: torch.Tensor) -> Iterator[list[bool]]:
+    """While active, the model's output layer gets only the hidden states at (rows[i], cols[i]), as
+    one sequence of len(rows) positions, so the logits are [1, len(rows), vocab]: the output layer
+    (a vocab × hidden matrix, the largest of a small model: Gemma's 262k rows) runs for the target
+    tokens only, not for every kept position of every row, padding included. What a model does
+    after its output layer (e.g. soft-capping) is elementwise and sees the same values.
+
+    Yields a one-element list that is truthy once the output layer was called this way; a model
+    whose forward does not go through `get_output_embeddings()` keeps its full logits."""
+    called: list[bool] = []
+    head = network.get_output_embeddings() if GATHER_TARGETS else None
+    if not isinstance(head, torch.nn.Module):
+        yield called
+        return
+
+    def gather(module, args):
+        hidden = args[0]
+        if called or hidden.dim() != 3:
+            return None
+        called.append(True)
+        return (hidden[rows, cols].unsqueeze(0), *args[1:])
+
+    handle = head.register_forward_pre_hook(gather)
+    try:
+        yield called
+    finally:
+        handle.remove()
 
 
 def auto_batch_size(sequences: list[Sequence], device: str) -> int:
@@ -338,6 +374,13 @@ def score(
     skipped for items longer than a model's sliding attention window, which a custom mask
     would bypass.
 
+    `dtype` is the precision a model named by string is loaded in (None: `models.default_dtype`,
+    fp32 on a CPU, bf16 on CUDA; ignored for a loaded pair). `torch.bfloat16` on a CPU with
+    native bf16 (AVX512-BF16 or AMX) is the fast CPU path; the log-softmax is always taken in
+    fp32. Stored rows record the precision they were scored in (column `scoring_dtype` of the
+    store's files): with an explicit `dtype` only rows of that precision are reused, with None
+    any stored row is.
+
     The items are checked against the items contract first (`validate_items`: a continuation
     with a leading space, an empty option or a duplicate id is an error naming the row and
     field, before any model loads). `batch_size="auto"` starts large and halves on CUDA
@@ -366,15 +409,18 @@ def score(
 def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Literal["auto"], device: str | None,
            dtype: torch.dtype | None, scorer_boundary: bool, store: ScoreStore | None, chunk_items: int, pack: bool,
            progress: bool) -> pd.DataFrame:
-    done = _read_done(store, model_name, scorer_boundary, items) if store is not None else pd.DataFrame()
+    wanted = _dtype_name(dtype) if dtype is not None and isinstance(model, str) else None
+    done = _read_done(store, model_name, scorer_boundary, items, wanted) if store is not None else pd.DataFrame()
     todo = items.loc[~items["item_id"].isin(done["item_id"])] if len(done) else items
-    # Chunks of similar length pad less; UTF-8 bytes approximate the token count of byte-level BPEs.
-    todo = todo.iloc[np.argsort([-len("".join(row).encode()) for row in todo[TEXT_COLUMNS].itertuples(index=False)],
-                                kind="stable")]
     if len(todo):
         network, tokenizer = load_model(model, device=device, dtype=dtype) if isinstance(model, str) else model
         device = str(next(network.parameters()).device)
+        scored_in = next(network.parameters()).dtype
+        if device.startswith("cpu") and scored_in == torch.bfloat16 and not cpu_has_native_bf16():
+            warnings.warn("scoring in bfloat16 on a CPU without native bf16 (AVX512-BF16 or AMX): it is emulated "
+                          "and slower than float32", RuntimeWarning, stacklevel=3)
         window = getattr(network.config, "sliding_window", None) if pack else None
+        todo = todo.iloc[_longest_first(todo, tokenizer, scorer_boundary=scorer_boundary, pack=pack, window=window)]
         bar = tqdm(total=len(todo), desc=f"scoring {model_name}", unit="item", disable=not progress)
         for start in range(0, len(todo), chunk_items):
             chunk = todo.iloc[start : start + chunk_items].reset_index(drop=True)
@@ -386,7 +432,7 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
                                                    progress=bar)
             scored = _scores_frame(chunk, results, model_name, scorer_boundary)
             if store is not None:
-                store.append(scored)
+                store.append(scored.assign(**{DTYPE_COLUMN: _dtype_name(scored_in)}))
             done = pd.concat([done, scored], ignore_index=True) if len(done) else scored
         bar.close()
     # Item columns come from `items` as given now: stored rows may predate an edit of metadata
@@ -398,11 +444,37 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
     return table
 
 
-def _read_done(store: ScoreStore, model_name: str, scorer_boundary: bool, items: pd.DataFrame) -> pd.DataFrame:
-    """Stored rows that still match the items (same id and texts) for this model and setting."""
+def _longest_first(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, *, scorer_boundary: bool, pack: bool,
+                   window: int | None) -> np.ndarray:
+    """Positions of `items`, the item that forwards the most tokens first. Chunks (and so batches) of
+    items of similar length pad less: tokenizing is cheap (about 1% of scoring on a CPU), padding is
+    not (sorted by UTF-8 bytes instead, a quarter of the tokens forwarded were padding)."""
+    sequences = build_sequences(items, tokenizer, scorer_boundary=scorer_boundary, pack=pack,
+                                max_packed_length=window)
+    tokens = np.zeros(len(items))
+    for sequence in sequences:
+        if sequence.targets:  # (a sequence without any has no row; only the boundary error makes one)
+            tokens[sequence.targets[0][0]] += len(sequence.ids)
+    return np.argsort(-tokens, kind="stable")
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def _read_done(store: ScoreStore, model_name: str, scorer_boundary: bool, items: pd.DataFrame,
+               dtype_name: str | None = None) -> pd.DataFrame:
+    """Stored rows that still match the items (same id and texts) for this model and setting, and
+    were scored in `dtype_name` when one is given (rows stored before the precision was recorded
+    match only None)."""
     mine = store.read(model=model_name, scorer_boundary=scorer_boundary)
     if mine.empty:
         return pd.DataFrame()
+    if dtype_name is not None:
+        stored_in = mine[DTYPE_COLUMN] if DTYPE_COLUMN in mine else pd.Series(None, index=mine.index, dtype=object)
+        mine = mine.loc[stored_in == dtype_name].reset_index(drop=True)
+        if mine.empty:
+            return pd.DataFrame()
     merged = mine.merge(items[["item_id", *TEXT_COLUMNS, "language"]], on="item_id", suffixes=("", "_now"))
     same = np.logical_and.reduce([merged[c] == merged[f"{c}_now"] for c in [*TEXT_COLUMNS, "language"]])
     return merged.loc[same, list(mine.columns)].reset_index(drop=True)

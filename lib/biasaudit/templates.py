@@ -35,9 +35,10 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
-from biasaudit.downloads import DownloadError, PinnedFile, fetch
+from biasaudit.downloads import DownloadError, PinnedFile, fetch, verified
 from biasaudit.oracles import OPERATIONS, OracleError, parse_prediction
 from biasaudit.paths import PROJECT_ROOT, cache_dir
+from biasaudit.sources import resolve_data_dir
 
 TEMPLATE_COLUMNS: list[str] = ["template_id", "base_id", "concern", "input_type", "reflection_type", "task_prefix",
                                "prompt", "output_formatting", "oracle", "oracle_prediction", "language", "variant",
@@ -266,6 +267,19 @@ def langbite_folder(source: str | Path) -> Path:
     if not (folder / "prompts_en_us.csv").exists():
         raise TemplateError(f"{folder}: no prompts_en_us.csv there; give a folder of LangBiTe's files or 'download'")
     return folder
+
+
+def find_langbite() -> Path | None:
+    """LangBiTe's files already on this machine, without any download: the download cache when every
+    pinned file there checks out, else a mirror's langbite/ folder ($BIASAUDIT_DATA_DIR); None if
+    neither (then "download" fetches them)."""
+    cached = cache_dir() / "langbite"
+    if all(verified(f, cached) for f in LANGBITE_FILES):
+        return cached
+    mirror = resolve_data_dir(None)
+    if mirror is not None and (mirror / "langbite" / "prompts_en_us.csv").exists():
+        return mirror / "langbite"
+    return None
 
 
 def read_langbite_library(source: str | Path, languages: Iterable[str], *,

@@ -9,7 +9,9 @@ and returns a tidy DataFrame. One module per idea:
 - `subsets`: by source, by dimension, faithful translations only (chapters 14–16);
 - `aggregates`: summed vs mean log-probs, model agreement (chapters 17, 18);
 - `ablation`: the three pipeline errors (chapter 20);
-- `case_study`: one item everywhere (chapter 21).
+- `case_study`: one item everywhere (chapter 21);
+- `templates`: template pass rates and pass drops (chapter 30);
+- `template_translation`: translators and paraphrases against human references (chapter 31).
 
 Signs used everywhere: change = version − English; drop = English − version (positive: the
 version looks less biased).

@@ -21,5 +21,6 @@ returns a `biasaudit.report.Report`. Notebooks hold the narrative, the parameter
 | 21_case_study | `case_study` |
 | 22_verdict | `verdict` |
 | 30_template_tests | `template_tests` |
+| 31_template_translation | `template_translation` |
 | 40_reliability | `reliability` |
 """

@@ -34,7 +34,7 @@ def report(params: RunParams) -> Report:
     else:
         models = list(params.models)
         scores, timings = pipeline.score_run(params.run_name, items, models=models, batch_size=params.batch_size,
-                                             device=params.device_or_none)
+                                             device=params.device_or_none, dtype=params.scoring_dtype)
         timings["per_version_ms"] = 1000 * timings["seconds"] / timings["item_versions"]
         out.values["scoring_text"] = (f"Scoring took {timings['seconds'].sum():.0f} s in all for "
                                       f"{len(models)} model(s) (a rerun that finds every version stored takes only "

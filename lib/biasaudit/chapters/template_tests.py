@@ -69,7 +69,8 @@ def library(params: RunParams) -> Library:
     rewordings of the routes asked; a seeded sample of `max_templates` per concern), their
     communities, the data quirks reported per template, and what a machine could not make.
 
-    Languages the library lacks are machine-translated when `template_translator` is set, and P
+    Languages the library lacks are machine-translated when `template_translator` is set (every
+    language, the human translations set aside, with `template_translations: machine`), and P
     English rewordings are machine-written when the library has none and `template_paraphraser` is
     set; the machine-made templates are also written in LangBiTe's format under
     runs/<run>/templates/machine/, so LangBiTe itself could run them."""
@@ -85,6 +86,8 @@ def library(params: RunParams) -> Library:
     n_library = int((templates["variant"] == "original").sum())
     templates = sample_templates(templates, params.max_templates, params.seed)
     made, failed = [], []
+    if params.template_translations == "machine":
+        templates = templates.loc[templates["language"] == "en"]  # the translator makes every other language
     missing = [lang for lang in params.languages if lang not in set(templates["language"])]
     if missing and params.template_translator:
         translator = make_translator(params.template_translator, batch_size=params.batch_size,
