@@ -36,6 +36,7 @@ import argparse
 import datetime
 import json
 import logging
+import os
 import platform
 import statistics
 import sys
@@ -48,7 +49,7 @@ import pandas as pd
 import torch
 from biasaudit.analyses.scores import item_scores
 from biasaudit.items import OPTIONS, join_text, read_items
-from biasaudit.models import load_model, resolve_model_path
+from biasaudit.models import cpu_has_native_bf16, load_model, resolve_model_path
 from biasaudit.options import DEFAULT_SEED
 from biasaudit.scoring import build_sequences, encode_joint, score
 
@@ -214,6 +215,7 @@ class Side:
     run: object               # () -> result
     pairs: int
     seconds: list = field(default_factory=list)
+    load: list = field(default_factory=list)  # the 1-minute load average when each run started
     peak_bytes: int = 0
     result: object = None
     counted: ForwardCounter | None = None  # what the model saw in the side's first timed run
@@ -230,6 +232,7 @@ def timed(side: Side, device: str, network: torch.nn.Module) -> None:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     try:
+        side.load.append(os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan"))
         started = time.perf_counter()
         side.result = side.run()
         if device.startswith("cuda"):
@@ -312,7 +315,7 @@ def bench_dtype(args, items: pd.DataFrame, pairs: pd.DataFrame, dtype: str, out:
     result = {"sides": {}, "pairs": len(pairs), "items": len(items)}
     lmeval_side = sides[-1]
     for side in sides:
-        entry = {"pairs": side.pairs, "seconds": side.seconds, "median_s": side.median,
+        entry = {"pairs": side.pairs, "seconds": side.seconds, "load": side.load, "median_s": side.median,
                  "pairs_per_s": side.pairs / side.median, **counts[side.label],
                  "tokens_per_s": counts[side.label]["tokens"] / side.median}
         if device.startswith("cuda"):
@@ -357,17 +360,22 @@ def default_bos_agreement(args, network, tokenizer, pairs, ours, lp_ours, device
     timed(side, device, network)
     lp = np.full(len(pairs), np.nan)
     lp[checked.scorable] = [value for value, _ in side.result]
-    # the preference between the two contrasting options, by summed log-prob, as each side has it
-    wide = pairs.assign(ours=lp_ours, lmeval=lp).pivot(index="row", columns="option", values=["ours", "lmeval"])
-    both = wide.dropna()
-    flips = int(((both["ours", "stereotyped"] > both["ours", "anti_stereotyped"])
-                 != (both["lmeval", "stereotyped"] > both["lmeval", "anti_stereotyped"])).sum())
+    # the preference between the two contrasting options as each side has it: by summed log-prob, and by
+    # per-token mean (the study's aggregate; each side divides by the number of tokens it scored)
+    ntok_ours = np.array([len(positions) for _, positions in ours], dtype=float)
+    ntok_lmeval = np.array([len(cont) for _, cont in checked.encodings], dtype=float)
+    flips = {}
+    for aggregate, mine, theirs in (("sum", lp_ours, lp), ("mean", lp_ours / ntok_ours, lp / ntok_lmeval)):
+        wide = pairs.assign(ours=mine, lmeval=theirs).pivot(index="row", columns="option", values=["ours", "lmeval"])
+        both = wide.dropna()
+        flips[aggregate] = int(((both["ours", "stereotyped"] > both["ours", "anti_stereotyped"])
+                                != (both["lmeval", "stereotyped"] > both["lmeval", "anti_stereotyped"])).sum())
     same = checked.same_tokens
     return {"seconds": side.seconds[0], "pairs_per_s": side.pairs / side.seconds[0],
             "same_tokens": int(same.sum()), "unscorable_by_lmeval": int((~checked.scorable).sum()),
             "max_abs_delta_same_tokens": float(np.max(np.abs(lp_ours[same] - lp[same]))) if same.any() else None,
             "max_abs_delta_all": float(np.nanmax(np.abs(lp_ours - lp))),
-            "preference_flips": flips, "items_compared": len(both)}
+            "preference_flips": flips["sum"], "preference_flips_mean": flips["mean"], "items_compared": len(both)}
 
 
 def one_by_one_agreement(args, network, tokenizer, items: pd.DataFrame) -> dict:
@@ -400,11 +408,14 @@ def precision_agreement(reference: pd.DataFrame, other: pd.DataFrame) -> dict:
 
 def report(results: dict) -> str:
     m = results["machine"]
-    lines = [", ".join(f"{key} {value}" for key, value in m.items()), f"model {results['model']}, {results['items']} item versions = "
-             f"{results['pairs']} pairs, batch {results['batch_size']}, device {results['device']}"]
+    lines = [", ".join(f"{key} {value}" for key, value in m.items()),
+             f"model {results['model']}, {results['items']} item versions = {results['pairs']} pairs, "
+             f"batch {results['batch_size']}, device {results['device']}"]
     for dtype in results["dtypes"]:
         result = results[dtype]
-        lines.append(f"\n[{dtype}]")
+        lines.append(f"\n[{dtype}]  runs (seconds @ 1-min load average): " + "; ".join(
+            f"{label}: " + " ".join(f"{t:.1f}@{l:.1f}" for t, l in zip(side["seconds"], side["load"]))
+            for label, side in result["sides"].items()))
         lines.append(f"{'side':>28} {'median s':>9} {'pairs/s':>8} {'ratio':>6} {'tokens':>8} {'padded':>8} "
                      f"{'rows':>6} {'calls':>6} {'tok/s':>7}" + (f" {'peak GiB':>8}" if results["device"] != "cpu"
                                                                      else ""))
@@ -424,15 +435,16 @@ def report(results: dict) -> str:
                      f"{a['unscorable_by_lmeval']} not scorable at all); {a['other_differences']} other differences")
         if "agreement_one_by_one" in result:
             e = result["agreement_one_by_one"]
-            lines.append(f"one sequence per forward on both sides ({e['pairs']} pairs, {e['same_tokens']} with the same "
-                         f"tokens): max |delta log-prob| {e['max_abs_delta']:.3g} (relative {e['max_rel_delta']:.2g}), "
+            lines.append(f"one sequence per forward on both sides ({e['pairs']} pairs, {e['same_tokens']} with the "
+                         f"same tokens): max |delta log-prob| {e['max_abs_delta']:.3g} (relative {e['max_rel_delta']:.2g}), "
                          f"{e['exactly_equal']} bit-identical")
         if "agreement_default" in result:
             d = result["agreement_default"]
             lines.append(f"lm-eval as it comes (no start token): {d['pairs_per_s']:.2f} pairs/s (one run); "
                          f"{d['same_tokens']} pairs score the same tokens; max |delta log-prob| "
                          f"{d['max_abs_delta_all']:.3f}; stereotyped-vs-anti preference differs on "
-                         f"{d['preference_flips']} of {d['items_compared']} item versions")
+                         f"{d['preference_flips']} (summed log-probs) / {d['preference_flips_mean']} (per-token means) "
+                         f"of {d['items_compared']} item versions")
     if "precision" in results:
         p = results["precision"]
         lines.append(f"\nscore() {results['dtypes'][1]} vs {results['dtypes'][0]}: max |delta log-prob sum| "
@@ -447,7 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--items", type=int, default=120, help="item versions (3 pairs each)")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--dtypes", default="float32,bfloat16", help="comma-separated; the first is the reference")
+    parser.add_argument("--dtypes", help="comma-separated, the first is the reference (default: float32,bfloat16 "
+                                         "on a CPU with native bf16 or a GPU, else float32)")
     parser.add_argument("--pack", choices=["on", "off", "both"], default="on", help="score()'s packing")
     parser.add_argument("--rounds", type=int, default=1, help="A B B A rounds (each side runs 2 x rounds)")
     parser.add_argument("--device", default="cpu")
@@ -458,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED)
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
+    if args.dtypes is None:
+        args.dtypes = "float32,bfloat16" if cpu_has_native_bf16() or args.device.startswith("cuda") else "float32"
     args.dtypes = [d.strip() for d in args.dtypes.split(",") if d.strip()]
     if not lmeval_available():
         print(LMEVAL_MISSING, file=sys.stderr)

@@ -62,7 +62,9 @@ def decision_changes(reference: pd.DataFrame, other: pd.DataFrame, group: str) -
     """Cells whose reliable decision differs between two cell tables (same cells, same order)."""
     keys = ["model", group]
     merged = reference.merge(other, on=keys, suffixes=("_a", "_b"), validate="one_to_one")
-    changed = {column: merged.loc[merged[f"{column}_a"] != merged[f"{column}_b"], keys].to_dict("records")
+    q_of = {"reliable": "q", "reliable_binary": "q_binary"}
+    changed = {column: merged.loc[merged[f"{column}_a"] != merged[f"{column}_b"],
+                                  [*keys, f"{q_of[column]}_a", f"{q_of[column]}_b"]].to_dict("records")
                for column in ("reliable", "reliable_binary")}
     alpha = DEFAULT_OPTIONS.alpha
     return {"cells": len(merged), "reliable_a": int(merged["reliable_a"].sum()),
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="smollm2-135m,gemma3-270m")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--save-scores", type=Path, help="a folder for the two scores tables (parquet)")
     args = parser.parse_args(argv)
     if not cpu_has_native_bf16():
         print("note: this CPU has no native bf16; bf16 is emulated and the speed-up is not the fast path's",
@@ -118,6 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         results["models"][model] = entry
         print(model, json.dumps(entry), flush=True)
     both = {dtype: pd.concat(tables[dtype], ignore_index=True) for dtype in DTYPES}
+    if args.save_scores:
+        args.save_scores.mkdir(parents=True, exist_ok=True)
+        for dtype, table in both.items():
+            table.to_parquet(args.save_scores / f"scores_{dtype}.parquet", index=False)
     results["language_cells"] = decision_changes(cell_tests(both["float32"], DEFAULT_OPTIONS),
                                                  cell_tests(both["bfloat16"], DEFAULT_OPTIONS), "language")
     results["floor_cells"] = decision_changes(floor_cells(both["float32"], DEFAULT_OPTIONS),

@@ -1,6 +1,6 @@
 """The benchmark against lm-evaluation-harness measures what it says: same tokens give the same log-probs,
 a token straddling the context/option boundary is caught, tokens forwarded are counted, and the GPU
-check script runs (on a CPU, with the tiny random model). Needs the `bench` extra (lm-eval)."""
+check script runs (on a CPU, with the tiny random model). Most need the `bench` extra (lm-eval)."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("lm_eval")
-
 ROOT = Path(__file__).resolve().parents[1]
+needs_lmeval = pytest.mark.skipif(importlib.util.find_spec("lm_eval") is None,
+                                  reason="lm-eval (the bench extra) is not installed")
 
 
 def _bench():
@@ -40,6 +40,7 @@ def tiny_random(offline_cache):
     return load_model("tiny-random", device="cpu")
 
 
+@needs_lmeval
 @pytest.mark.slow
 def test_same_tokens_same_log_probs_and_the_straddling_pairs_are_set_apart(bench, tiny_random, small_items):
     from biasaudit.scoring import score
@@ -116,6 +117,7 @@ def test_gpu_check_script_parses_and_refuses_without_a_gpu():
     assert run.returncode == 3 and "no CUDA GPU" in run.stderr
 
 
+@needs_lmeval
 @pytest.mark.slow
 def test_gpu_check_cpu_smoke_runs_the_benchmark_end_to_end(tmp_path):
     out = tmp_path / "smoke.json"
@@ -132,3 +134,9 @@ def test_gpu_check_cpu_smoke_runs_the_benchmark_end_to_end(tmp_path):
     assert all(side["padded_tokens"] >= side["tokens"] for side in sides.values())
     assert all(len(side["seconds"]) == 2 for side in sides.values()), "A B C C B A: two timed runs per side"
     assert "ratio_vs_lmeval" in sides["score() packed"] and "score() packed" in run.stdout
+
+
+def test_without_lmeval_the_benchmark_says_how_to_install_it(bench, monkeypatch, capsys):
+    monkeypatch.setattr(bench, "lmeval_available", lambda: False)
+    assert bench.main(["--items", "1"]) == 2
+    assert "pip install -e '.[bench]'" in capsys.readouterr().err

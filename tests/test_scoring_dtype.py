@@ -71,7 +71,7 @@ def test_bf16_log_softmax_is_taken_in_fp32(fp32_and_bf16, small_items, monkeypat
         in_fp32 = sum(float(torch.log_softmax(logits[p - 1].float(), -1)[ids[p]]) for p in positions)
         in_bf16 = sum(float(torch.log_softmax(logits[p - 1], -1)[ids[p]]) for p in positions)
         assert scores[f"lp_sum_{option}"].iloc[0] == pytest.approx(in_fp32, abs=1e-5)
-        assert abs(in_bf16 - in_fp32) > 1e-4, "the texts must tell a bf16 log-softmax apart for this test to mean anything"
+        assert abs(in_bf16 - in_fp32) > 1e-4, "a bf16 log-softmax must differ here for this test to mean anything"
 
 
 def test_the_params_value_maps_to_the_scorers_dtype():

@@ -447,8 +447,9 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
 def _longest_first(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, *, scorer_boundary: bool, pack: bool,
                    window: int | None) -> np.ndarray:
     """Positions of `items`, the item that forwards the most tokens first. Chunks (and so batches) of
-    items of similar length pad less: tokenizing is cheap (about 1% of scoring on a CPU), padding is
-    not (sorted by UTF-8 bytes instead, a quarter of the tokens forwarded were padding)."""
+    items of similar length pad less. Tokenizing twice costs about 1% of scoring on a CPU; on the
+    default bank, padding falls from 14% of the tokens forwarded (SmolLM2; Gemma 9%), when items
+    were ordered by their UTF-8 bytes, to 2% (Gemma 1%)."""
     sequences = build_sequences(items, tokenizer, scorer_boundary=scorer_boundary, pack=pack,
                                 max_packed_length=window)
     tokens = np.zeros(len(items))
