@@ -12,6 +12,7 @@ from biasaudit.chapters import (
     dimensions,
     faithful,
     label_errors,
+    scoring,
     sources,
 )
 
@@ -118,3 +119,17 @@ def test_the_floor_is_read_against_the_noise_only_value():
     assert floor_against_noise(0.0094, 0.0121).startswith("The floor (0.0094) is no larger than the noise-only value "
                                                           "(0.0121): rewording moves the mean")
     assert "part of the floor is a systematic effect" in floor_against_noise(0.02, 0.01)
+
+
+def test_the_scoring_sentence_does_not_pass_a_warm_rerun_off_as_speed():
+    def timings(*rows):
+        return pd.DataFrame(rows, columns=["model", "scored_now", "read_back", "seconds", "batch_size"])
+
+    cold = scoring.scoring_sentence(timings(("a", 832, 0, 95.2, 16), ("b", 832, 0, 98.4, 16)))
+    assert cold == "Scoring 1,664 item version(s) for 2 model(s) took 194 s."
+    warm = scoring.scoring_sentence(timings(("a", 0, 832, 0.1, "auto"), ("b", 0, 832, 0.2, "auto")))
+    assert warm.startswith("Every version was already stored") and "nothing was scored now" in warm
+    assert "1,664 stored scores" in warm and "took 0 s" in warm
+    resumed = scoring.scoring_sentence(timings(("a", 100, 732, 12.0, 16)))
+    assert resumed == ("Scoring 100 item version(s) for 1 model(s) took 12 s; 732 more were read back from an "
+                       "earlier run of this run name.")

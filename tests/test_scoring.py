@@ -138,10 +138,11 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
     resumed = scoring.score(small_items, (model, tokenizer), model_name="tiny", store=out, chunk_items=2,
                             progress=False)
     assert sum(calls) == len(small_items) - 2, "only the items not yet stored are scored"
+    assert resumed.attrs["n_scored"] == len(small_items) - 2
     assert list(resumed["item_id"]) == list(small_items["item_id"])
     calls.clear()
     again = scoring.score(small_items, (model, tokenizer), model_name="tiny", store=out, progress=False)
-    assert calls == []
+    assert calls == [] and again.attrs["n_scored"] == 0
     pd.testing.assert_frame_equal(again, resumed)
     # an item whose text changed is rescored, not served stale
     edited = small_items.copy()

@@ -125,7 +125,8 @@ def score_run(
     dtype: str = "auto",
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings:
-    seconds and the batch size that worked, per model).
+    per model, the versions scored now and read back from the store, the seconds and the batch
+    size that worked).
 
     `dtype` is the params' `scoring_dtype`: "auto" (the device's default: fp32 on a CPU, bf16 on
     CUDA; stored rows are reused whatever precision they were scored in), or "float32",
@@ -142,7 +143,9 @@ def score_run(
         started = time.perf_counter()
         tables.append(score(items, model, batch_size=batch_size, device=device, dtype=torch_dtype,
                             scorer_boundary=scorer_boundary, store=store))
-        timings.append({"model": model, "item_versions": len(items), "seconds": time.perf_counter() - started,
+        n_scored = tables[-1].attrs["n_scored"]
+        timings.append({"model": model, "scored_now": n_scored, "read_back": len(items) - n_scored,
+                        "seconds": time.perf_counter() - started,
                         "batch_size": tables[-1].attrs.get("batch_size", batch_size)})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 

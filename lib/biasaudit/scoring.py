@@ -385,7 +385,8 @@ def score(
     with a leading space, an empty option or a duplicate id is an error naming the row and
     field, before any model loads). `batch_size="auto"` starts large and halves on CUDA
     out-of-memory (any batch size does); the size that worked is in the result's
-    `attrs["batch_size"]`. A store is written under the run's lock (`runstore.run_lock`): a
+    `attrs["batch_size"]`, and how many versions were scored now (not read back from the store)
+    in `attrs["n_scored"]`. A store is written under the run's lock (`runstore.run_lock`): a
     second process scoring the same run stops with a message naming the first.
     """
     if isinstance(model, str):
@@ -441,6 +442,7 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
     table = items.merge(scores, on="item_id", how="inner", validate="one_to_one")
     table = table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
     table.attrs["batch_size"] = batch_size  # "auto" when nothing needed scoring
+    table.attrs["n_scored"] = len(todo)  # the rest were read back from the store
     return table
 
 
