@@ -54,8 +54,8 @@ sweep: venv
 check-items: venv
 	$(BIN)/python -m biasaudit.check_items data/items/written.csv
 
-# The scorer against lm-evaluation-harness needs the `bench` extra (lm-eval, pinned): installed here when
-# missing, torch pinned again so that nothing replaces it.
+# The scorer against lm-evaluation-harness needs lm-eval (pinned in the dev and bench extras): installed
+# here when missing (a venv made without dev), torch pinned again so that nothing replaces it.
 bench: venv
 	$(BIN)/python -c 'import lm_eval' 2>/dev/null || $(BIN)/pip install --quiet $(TORCH) -e '.[bench]'
 	$(BIN)/python benchmarks/bench_vs_lmeval.py

@@ -1,6 +1,6 @@
 """The benchmark against lm-evaluation-harness measures what it says: same tokens give the same log-probs,
 a token straddling the context/option boundary is caught, tokens forwarded are counted, and the GPU
-check script runs (on a CPU, with the tiny random model). Most need the `bench` extra (lm-eval)."""
+check script runs (on a CPU, with the tiny random model). Most need lm-eval (in the dev and bench extras; skipped where it is not installed)."""
 
 from __future__ import annotations
 
