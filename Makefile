@@ -5,13 +5,8 @@ BIN := $(VENV)/bin
 PARAMS ?= params/default.yml
 TORCH := torch==2.13.0
 
-# A mirror folder beside the checkout (StereoSet, BBQ, the released scores, LangBiTe's templates) is
-# used when there is one and $BIASAUDIT_DATA_DIR is not set; without it the book runs as on any machine.
-ifeq ($(BIASAUDIT_DATA_DIR),)
-ifneq ($(wildcard ../shared/data/.),)
-export BIASAUDIT_DATA_DIR := $(abspath ../shared/data)
-endif
-endif
+# Real data the project does not ship (StereoSet, BBQ, the paper's released scores, LangBiTe's
+# templates) is read from a folder named by $BIASAUDIT_DATA_DIR when it is set (docs/data.md).
 
 .PHONY: all venv book render test check-items bench released sweep clean
 

@@ -1,12 +1,12 @@
 """Time every results chapter at study scale and beyond (what `make book` costs per chapter there).
 
-Three synthetic runs, each with ten models: the paper's release (made from the shared Llama files,
+Three synthetic runs, each with ten models: the paper's release (made from the released Llama files of a data folder,
 same schema, ~3,100 versions per model), this project's bank with rewordings (832 versions per
 model), and the bank plus every StereoSet and BBQ item of the mirror in English (~11,700 versions
 per model: a paper.yml-sized run). Settings are params/released.yml's (20,000 permutations, 5,000
 bootstrap draws, 200 detection runs). Each chapter is timed cold (results not yet stored) and warm.
 
-    python benchmarks/bench_chapters.py [--data ../shared/data]
+    python benchmarks/bench_chapters.py [--data $BIASAUDIT_DATA_DIR]   (layout: docs/data.md)
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ STUDY = {"n_permutations": 20_000, "n_bootstrap": 5_000, "n_runs": 200}
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", default=str(Path(__file__).resolve().parents[2] / "shared" / "data"))
+    parser.add_argument("--data", default=os.environ.get("BIASAUDIT_DATA_DIR", ""),
+                        help="data folder with released/ (docs/data.md); default $BIASAUDIT_DATA_DIR")
     args = parser.parse_args()
+    if not args.data:
+        parser.error("give --data or set BIASAUDIT_DATA_DIR to a folder holding released/ (docs/data.md)")
     data = Path(args.data)
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["BIASAUDIT_RUNS_DIR"] = str(Path(tmp) / "runs")

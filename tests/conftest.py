@@ -1,13 +1,71 @@
-"""Shared fixtures: tiny causal LMs with random weights and tokenizers trained on the fly."""
+"""Shared fixtures: tiny causal LMs with random weights and tokenizers trained on the fly; the
+`mirror` marker for the few tests that need real data a user does not have.
+
+The mirror is a folder of real data (StereoSet, BBQ, the paper's released scores, LangBiTe's
+template library; layout in docs/data.md) named by $BIASAUDIT_DATA_DIR. A fresh clone has none, and
+`make test` must pass there: a test that needs it is marked `@pytest.mark.mirror("released",
+"cell_tests.csv", ...)` (the subfolder and the files it reads) and skips, saying what is missing,
+when they are not there. Every other test runs with the variable unset, so no test depends on the
+mirror by accident. `pytest -m mirror` with the variable set runs only the marked tests.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from biasaudit.testing import tiny_model, train_tokenizer
 from scipy.special import logit
+
+
+MIRROR_VARIABLE = "BIASAUDIT_DATA_DIR"
+_MIRROR_KEY = pytest.StashKey[str | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Taken out of the environment for the whole session; only mirror-marked tests get it back.
+    config.stash[_MIRROR_KEY] = os.environ.pop(MIRROR_VARIABLE, None) or None
+
+
+def _missing(config: pytest.Config, marker: pytest.Mark) -> str | None:
+    """Why a mirror-marked test cannot run here, or None when everything it names is present."""
+    root = config.stash[_MIRROR_KEY]
+    part, *files = marker.args
+    if root is None:
+        return f"needs {part}/ of a data mirror: ${MIRROR_VARIABLE} is not set (see docs/data.md)"
+    folder = Path(root) / part
+    absent = [name for name in files if not (folder / name).exists()] if folder.is_dir() else [f"{part}/"]
+    return f"needs {', '.join(absent)} in {folder}" if absent else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for test in items:
+        marker = test.get_closest_marker("mirror")
+        if marker is None:
+            continue
+        if not marker.args:
+            raise pytest.UsageError(f"{test.nodeid}: @pytest.mark.mirror needs the mirror's subfolder, "
+                                    "e.g. mirror(\"released\", \"cell_tests.csv\")")
+        reason = _missing(config, marker)
+        if reason is not None:
+            test.add_marker(pytest.mark.skip(reason=reason))
+
+
+@pytest.fixture(autouse=True)
+def _mirror_only_where_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = request.config.stash[_MIRROR_KEY]
+    if root is not None and request.node.get_closest_marker("mirror") is not None:
+        monkeypatch.setenv(MIRROR_VARIABLE, root)
+
+
+@pytest.fixture
+def mirror(request: pytest.FixtureRequest) -> Path:
+    """The subfolder of the mirror that the test's `mirror` marker names."""
+    marker = request.node.get_closest_marker("mirror")
+    assert marker is not None, "the `mirror` fixture is for tests marked @pytest.mark.mirror(...)"
+    return Path(request.config.stash[_MIRROR_KEY]) / marker.args[0]
 
 
 @pytest.fixture(scope="session")

@@ -494,7 +494,7 @@ def test_case_study_picks_the_item_strong_in_every_model():
     assert set(case["base_id"]) == {"b"} and len(case) == 4
     assert case["variant"].tolist()[:2] == ["original", "original"]
     german = case.loc[case["language"] == "de"].set_index("model")
-    assert german["change"].tolist() == pytest.approx([-0.2, -0.2])
+    assert german["drop"].tolist() == pytest.approx([0.2, 0.2]), "English minus German, positive for a fall"
     assert german["choice"].tolist() == ["stereotyped", "stereotyped"], "0.6 and 0.55"
     assert german.loc["m1", "stereotyped"] == "b s de"
     chosen = analyses.case_study(scores, "c").set_index(["model", "language"])

@@ -12,8 +12,10 @@ from biasaudit.chapters import (
     dimensions,
     faithful,
     label_errors,
+    reliability,
     scoring,
     sources,
+    translation,
 )
 
 
@@ -91,11 +93,20 @@ def test_case_study_sentences():
                                                         "rewording"],
         "language": ["en", "en", "sw", "sw", "en"], "soft": [0.8, 0.7, 0.4, 0.75, 0.78],
         "choice": ["stereotyped", "stereotyped", "anti-stereotyped", "stereotyped", "stereotyped"],
-        "change": [0.0, 0.0, -0.4, 0.05, -0.02]})
+        "drop": [0.0, 0.0, 0.4, -0.05, 0.02]})
     kept, lowest, reworded = case_study.translations_text(case)
     assert kept == "a keeps the stereotyped choice in 0 of 1 translations; b keeps the stereotyped choice in 1 of 1 translations."
     assert lowest.startswith("The largest fall is in Swahili (sw) for a: 0.400, 0.400 below its English score")
-    assert reworded == "; its English rewordings score 0.780 on average (from 0.780 to 0.780)."
+    assert reworded == "; its one English rewording scores 0.780."
+    risen = case.assign(drop=[0.0, 0.0, -0.1, -0.05, 0.02], soft=[0.8, 0.7, 0.9, 0.75, 0.78])
+    assert case_study.translations_text(risen)[1].startswith("No translation scores below its model's English score.")
+
+
+def test_rewording_sentence_edge_cases():
+    assert case_study.rewording_sentence(pd.Series([], dtype=float)) == "."
+    assert case_study.rewording_sentence(pd.Series([0.5, 0.5])) == "; its 2 English rewordings all score 0.500."
+    assert case_study.rewording_sentence(pd.Series([0.2, 0.4, 0.9])) == (
+        "; its 3 English rewordings score 0.500 on average (from 0.200 to 0.900).")
 
 
 def test_the_error_run_sentence_says_when_errors_1_and_2_change_nothing():
@@ -133,3 +144,72 @@ def test_the_scoring_sentence_does_not_pass_a_warm_rerun_off_as_speed():
     resumed = scoring.scoring_sentence(timings(("a", 100, 732, 12.0, 16)))
     assert resumed == ("Scoring 100 item version(s) for 1 model(s) took 12 s; 732 more were read back from an "
                        "earlier run of this run name.")
+
+
+def test_the_reliability_summary_claims_only_what_the_sweep_shows():
+    assert "makes no claim" in reliability.summary_text(None) and "recovered" not in reliability.summary_text(None)
+    table = pd.DataFrame({"case": ["params: unknown key", "runs: killed and resumed", "runs: no network",
+                                   "items: BOM and CRLF"],
+                          "outcome": ["clear error", "recovered", "FAILED: 2 connection attempts", "right result"],
+                          "lost": [0, 0, 0, 0]})
+    text = reliability.summary_text(table)
+    assert text.startswith("Of the last sweep's 4 cases, 1 bad inputs ended in an error") and "1 FAILED" in text
+    assert "network" not in text, "a failed no-network case is not claimed"
+    table.loc[2, "outcome"] = "right result"
+    assert reliability.summary_text(table).endswith("none failed. In it, the default pipeline made no network connection.")
+
+
+def test_the_label_error_summary_names_only_the_sections_the_page_has():
+    nothing = label_errors.summary_text([False, False, False], pd.DataFrame(), pd.DataFrame(), pd.DataFrame())
+    assert "No error could be shown" in nothing and "released" not in nothing and "eight combinations" not in nothing
+    errors = pd.DataFrame({"setting": ["none"]})
+    written_only = label_errors.summary_text([False, False, True], errors, pd.DataFrame({"source": ["written"]}),
+                                             pd.DataFrame())
+    assert "shown on a concrete item here: the tokens the boundary error leaves unscored." in written_only
+    assert "errors 1 and 2 change nothing here" in written_only and "released" not in written_only
+    both = label_errors.summary_text([True, True, True], errors, pd.DataFrame({"source": ["stereoset", "bbq"]}),
+                                     pd.DataFrame({"setting": ["none"]}))
+    assert "change nothing" not in both and "paper's released scores" in both
+
+
+def cross_table(**columns) -> pd.DataFrame:
+    return pd.DataFrame(columns, index=pd.Index(["es", "ko", "sw"][:len(next(iter(columns.values())))],
+                                                name="language"))
+
+
+def test_the_judge_sentences_read_right_for_ties_one_language_and_none():
+    assert "nothing to read" in translation.judge_text(cross_table(median=[], unrelated_mean=[], separated=[]), "e5")
+    text = translation.judge_text(cross_table(median=[0.9, 0.8, 0.85], unrelated_mean=[0.7, 0.72, 0.71],
+                                              separated=[1.0, 1.0, 1.0]), "e5")
+    assert "is from 0.800 in Korean (ko) to 0.900 in Spanish (es)" in text
+    assert "from 0.700 to 0.720" in text and "is 100% in every language: the judge tells" in text, text
+    assert "or more" not in text, "no '100% or more'"
+    weak = translation.judge_text(cross_table(median=[0.9, 0.8], unrelated_mean=[0.7, 0.7],
+                                              separated=[0.98, 0.11]), "e5")
+    assert "from 11% in Korean (ko) to 98% in Spanish (es)" in weak and "cannot tell" in weak
+    assert translation.faithful_text(cross_table(faithful=[0.11, 0.98]), 0.9).endswith("with the same care.")
+    one = translation.faithful_text(cross_table(faithful=[0.5]), 0.9)
+    assert one == 'At the fixed threshold of 0.9, the share of "faithful" translations is 50% in Spanish (es).'
+
+
+def test_the_machine_sentence_without_any_translation_says_why():
+    nan = float("nan")
+    none = translation.machine_text(tried=6, made=0, reasons=["empty reply"] * 6, machine_median=nan,
+                                    human_median=nan, machine_calibrated=nan, human_calibrated=nan, chrf=nan)
+    assert none.startswith("None of the 6 item translations attempted") and "nan" not in none
+    assert none.endswith("The 6 failures: empty reply (6).")
+    poor = translation.machine_text(tried=6, made=4, reasons=["x", "y"], machine_median=0.8, human_median=0.9,
+                                    machine_calibrated=0.1, human_calibrated=0.8, chrf=12.0)
+    assert poor.startswith("Of 6 item translations attempted, 4 passed") and "about as close" in poor
+    good = translation.machine_text(tried=2, made=2, reasons=[], machine_median=0.9, human_median=0.9,
+                                    machine_calibrated=0.85, human_calibrated=0.9, chrf=70.0)
+    assert "come close to the human translations" in good
+
+
+def test_the_translation_summary_follows_what_the_run_found():
+    assert "in every language of this run" in translation.judge_summary(cross_table(separated=[0.95, 1.0]))
+    assert "does not separate" in translation.judge_summary(cross_table(separated=[0.95, 0.4]))
+    assert "not checked" in translation.judge_summary(cross_table(median=[0.9]))
+    assert "only the human translations" in translation.machine_summary(made=0, machine_calibrated=float("nan"))
+    assert "plainly poor" in translation.machine_summary(made=3, machine_calibrated=0.1)
+    assert "plainly poor" not in translation.machine_summary(made=3, machine_calibrated=0.8)

@@ -5,19 +5,26 @@ error. Independent of test order and of any earlier `make book`."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 from biasaudit.check_html import remote_assets
 from biasaudit.fonts import BOOK_FONTS, font_source, page_characters
 from fontTools.ttLib import TTFont
+from biasaudit.downloads import PinnedFile
 from biasaudit.released import find_released
 from biasaudit.released_study import part_chapters
-from biasaudit.run_book import analysis_notebooks, run
+from biasaudit.run_book import ONE_AT_A_TIME, analysis_notebooks, run
 from biasaudit.sweep import network_guard
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,8 +41,12 @@ def ci_book(tmp_path_factory):
         # logs any connection beyond this machine; the kernel's own sockets are local).
         for key, value in network_guard(guard).items():
             patch.setenv(key, value)
+        # The released part's download (`released_study: auto`) goes to a port where nothing listens, as
+        # offline: the build must say so and go on.
+        patch.setattr(PinnedFile, "url", property(lambda f: f"http://127.0.0.1:9/{f.path}"))
+        # Two chapters at a time where they only read stored results, as `make book` runs them.
         timings = run(ROOT / "params" / "ci.yml", out_dir=book / "book" / "analyses",
-                      released_dir=book / "book" / "released")
+                      released_dir=book / "book" / "released", jobs=2)
     print("time per chapter:", ", ".join(f"{name} {seconds:.1f} s" for name, seconds in timings))
     attempts = (guard / "attempts.log").read_text() if (guard / "attempts.log").exists() else ""
     assert not attempts, f"a chapter tried to reach the network: {attempts[:500]}"
@@ -108,10 +119,18 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
                              for f in BOOK_FONTS))
     needed = {c for c in page_characters(html) if ord(c) > 127} & drawable
     assert needed - drawn == set() and any("\u4e00" <= c <= "\u9fff" for c in needed), "Chinese items are shown"
-    # Chapter 31 reads LangBiTe's files from the mirror: its human Catalan translations with a renamed
-    # placeholder are listed, as written.
+    # Chapter 31 without LangBiTe's files (a fresh machine) compares the translators against the project's
+    # own human translations: the page names them, and its pairing table counts data/templates' English.
+    from biasaudit.templates import find_langbite
+
     translation_page = (html / "book" / "analyses" / "31_template_translation.html").read_text(encoding="utf-8")
-    assert "{RELIGIÓ1}" in translation_page and "not on this machine" not in translation_page
+    english = (ROOT / "data" / "templates" / "templates_en.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    if find_langbite() is None:
+        assert "human translations in data/templates, in Spanish (es)." in translation_page
+        assert f">{len(english)}</td>" in translation_page, "the pairing table counts the English templates"
+    else:  # LangBiTe's files were downloaded into this machine's cache before
+        assert "human Spanish (es) and Catalan (ca) translations, read from" in translation_page
+    assert "Not computed" not in translation_page
     # Text from data renders as text: the CI bank's w-gender-001/en holds <b>, ** and <script> on purpose.
     items_page = (html / "book" / "analyses" / "00_items.html").read_text(encoding="utf-8")
     assert "the &lt;b&gt;mango&lt;/b&gt; tree needed **watering** &lt;script&gt;alert(1)&lt;/script&gt;." in items_page
@@ -134,6 +153,7 @@ def test_the_released_part_runs_where_the_scores_are_at_hand_and_says_how_to_get
     if source is None:
         assert not [name for name in timings if name.startswith("released/")]
         assert "make released" in index and not list(folder.glob("*.ipynb"))
+        assert "the download from HarshKumar3014/MultiLLMs failed (" in index
         return
     chapters = part_chapters(analysis_notebooks())
     assert sorted(name for name in timings if name.startswith("released/")) == sorted(f"released/{n}" for n in chapters)
@@ -151,3 +171,244 @@ def test_the_released_part_runs_where_the_scores_are_at_hand_and_says_how_to_get
     verdicts = {"real shift", "within noise", "too little power to tell", "models disagree", "not in this run"}
     assert side and all({cell.strip() for cell in r.strip("|").split("|")[1:]} <= verdicts for r in side), side
     assert {r.split("|")[1].strip() for r in side} >= {"Spanish (es)", "Chinese (zh)", "Swahili (sw)"}
+
+
+# --- The book's commands: every one runs as written from the project's folder, and every exercise's
+# papermill command runs on the CI run.
+
+_COMMAND = re.compile(r"^(?:\.venv/bin/|make\b|papermill\b|python3?\b|pytest\b|jupyter-book\b|jupyter\b|pip\b)")
+_FENCE = re.compile(r"^(`{3,}|~{3,})[^\n]*\n(.*?)^\1[ \t]*$", re.M | re.S)
+# Values that take a command beyond what the CI run offers (a CPU, no network): a download, a GPU, a
+# model from the hub, a server. Exercises that set one are listed, not run.
+_MODEL_KEYS = {"models", "translator", "translators", "paraphraser", "chat_models", "template_translator",
+               "template_paraphraser", "embedder"}
+
+
+def _book_markdown() -> list[tuple[str, str]]:
+    """(where, text) of every markdown cell of the notebooks and of every page in book/."""
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                found.append((f"{path.name} (cell {cell.get('id')})", "".join(cell["source"])))
+    found += [(f"book/{p.name}", p.read_text(encoding="utf-8")) for p in sorted((ROOT / "book").glob("*.md"))]
+    return found
+
+
+def _commands(markdown: str) -> list[str]:
+    """The command-like code spans and fenced-block lines of a Markdown text, whitespace collapsed, in order."""
+    found: list[str] = []
+
+    def fenced(match: re.Match) -> str:
+        for line in match.group(2).splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if _COMMAND.match(line):
+                found.append(line)
+        return ""
+
+    for paragraph in re.split(r"\n[ \t]*\n", _FENCE.sub(fenced, markdown)):
+        for span in re.findall(r"(?<!`)`([^`]+)`(?!`)", paragraph):
+            span = " ".join(span.split())
+            if _COMMAND.match(span):
+                found.append(span)
+    return found
+
+
+def _exercises() -> list[tuple[str, str, list[str]]]:
+    """(notebook, exercise number, commands) for every numbered exercise of every notebook's Exercises."""
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+            match = re.search(r"^### Exercises[ \t]*\n(.*?)(?=^#{1,6} |\Z)", text, re.M | re.S)
+            if match:
+                for number, item in re.findall(r"^(\d+)\.\s(.*?)(?=^\d+\.\s|\Z)", match.group(1), re.M | re.S):
+                    found.append((path.stem, number, _commands(item)))
+    return found
+
+
+def _papermill_value(value: str):
+    """A `-p` value as papermill's command line reads it."""
+    if value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[value]
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except ValueError:
+            pass
+    return value
+
+
+def _papermill_command(command: str) -> tuple[Path, list[str], dict]:
+    """The notebook, the options after the output path, and the parameter values (as papermill merges
+    them: files, then YAML, then -p) of a `.venv/bin/papermill NOTEBOOK OUTPUT ...` command."""
+    args = shlex.split(command)
+    assert args[0] == ".venv/bin/papermill" and len(args) >= 3 and args[1].startswith("notebooks/"), command
+    notebook, options = ROOT / args[1], args[3:]
+    assert notebook.exists() and not args[2].startswith("-"), f"{command}: no notebook {args[1]}, or no output path"
+    files, texts, pairs, rest = [], [], [], list(options)
+    while rest:
+        option = rest.pop(0)
+        if option in ("-p", "--parameters", "-r", "--parameters_raw"):
+            name, value = rest.pop(0), rest.pop(0)
+            pairs.append((name, value if option in ("-r", "--parameters_raw") else _papermill_value(value)))
+        elif option in ("-f", "--parameters_file"):
+            files.append(yaml.safe_load((ROOT / rest.pop(0)).read_text(encoding="utf-8")) or {})
+        elif option in ("-y", "--parameters_yaml"):
+            texts.append(yaml.safe_load(rest.pop(0)) or {})
+        else:
+            raise AssertionError(f"{command}: an option this test does not know: {option}")
+    values: dict = {}
+    for part in [*files, *texts, dict(pairs)]:
+        values.update(part)
+    return notebook, options, values
+
+
+def _needs_more_than_the_ci_run(values: dict) -> str:
+    """Why a command cannot run on the CI run (offline, on a CPU), or ''."""
+    reasons = []
+    for key, value in values.items():
+        for v in value if isinstance(value, list) else [value]:
+            if not isinstance(v, str):
+                continue
+            if v == "download" or (key == "template_library" and v == "langbite"):
+                reasons.append(f"{key}: {v} downloads files")
+            elif key == "device" and v.startswith("cuda"):
+                reasons.append(f"{key}: {v} needs a GPU")
+            elif key == "endpoint" and v:
+                reasons.append(f"{key}: a server")
+            elif key in _MODEL_KEYS and re.fullmatch(r"[\w.-]+/[\w.-]+", v) and not (ROOT / v).exists():
+                reasons.append(f"{key}: {v} comes from the model hub")
+    return "; ".join(reasons)
+
+
+def test_every_command_in_the_book_runs_from_the_project_folder():
+    """Every command the book shows runs as written from the project's folder: `make ...` or a program of
+    the project's environment by its path (`.venv/bin/...`); a papermill command names an existing
+    notebook and sets only parameters that notebook declares (papermill only warns about others, and the
+    chapter would silently ignore them), with values of the right type; a make command names a target of
+    the Makefile and an existing params file; and every chapter has exercises, each with a command."""
+    from biasaudit.params import RunParams, validate_params
+    from biasaudit.run_book import notebook_parameters
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
+    commands = [(where, command) for where, text in _book_markdown() for command in _commands(text)]
+    assert len(commands) > 40, "the book's commands are found"
+    wrong = []
+    for where, command in commands:
+        if not command.startswith((".venv/bin/", "make")):
+            wrong.append(f"{where}: does not run as written from the project's folder (use .venv/bin/...): {command}")
+        elif command.startswith(".venv/bin/"):
+            program = command.split()[0]
+            if not (ROOT / program).exists() and (ROOT / ".venv" / "bin" / "python").exists():
+                wrong.append(f"{where}: {program} is not in the environment")
+            if program.endswith("/papermill") and command != program:  # not a mere mention of the program
+                notebook, _, values = _papermill_command(command)
+                undeclared = set(values) - set(notebook_parameters(notebook))
+                if undeclared:
+                    wrong.append(f"{where}: {sorted(undeclared)} not parameters of {notebook.name}: {command}")
+                try:
+                    validate_params({k: v for k, v in values.items() if k in RunParams.model_fields}, command)
+                except ValueError as err:
+                    wrong.append(f"{where}: {err}")
+        else:
+            words = command.split()
+            if len(words) > 1 and words[1] not in targets and "=" not in words[1]:
+                wrong.append(f"{where}: no Makefile target {words[1]!r}: {command}")
+            for assignment in (w for w in words if w.startswith("PARAMS=")):
+                path = assignment.split("=", 1)[1]
+                if "<" not in path and not (ROOT / path).is_file():
+                    wrong.append(f"{where}: no params file {path}: {command}")
+    exercises = _exercises()
+    chapters = {path.stem for path in (ROOT / "notebooks").glob("*.ipynb")}
+    wrong += [f"{name}: no ### Exercises" for name in sorted(chapters - {n for n, _, _ in exercises})]
+    wrong += [f"{notebook} exercise {number}: no command" for notebook, number, found in exercises if not found]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
+    """Every exercise's `.venv/bin/...` command runs as written from the project's folder on the CI run
+    (its parameters from params/ci.yml under the command's own, which win), in under two minutes, and its
+    executed notebook holds no error. A command on `-p run_name released` runs on a `released` run
+    imported from the test fixtures instead, exactly as written. `make` commands (whole books, downloads)
+    and commands that need a download, a GPU or the model hub are listed, not run."""
+    from biasaudit.released import import_released
+    from biasaudit.run_book import notebook_parameters
+
+    book, _ = ci_book
+    runs = book / "runs"
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(runs))
+    ci_values = yaml.safe_load((ROOT / "params" / "ci.yml").read_text(encoding="utf-8"))
+    env = {**os.environ, "BIASAUDIT_RUNS_DIR": str(runs), **network_guard(tmp_path / "guard")}
+    ran, listed, not_as_written, failed = [], [], [], []
+    one_at_a_time: list[tuple[str, str, list[str], Path | None]] = []
+    side_by_side: list[tuple[str, str, list[str], Path | None]] = []
+    released = False
+    for notebook, number, commands in _exercises():
+        for command in commands:
+            where = f"{notebook} exercise {number}"
+            if command.startswith("make"):
+                listed.append(f"{where}: {command} (a make command)")
+                continue
+            if not command.startswith(".venv/bin/"):
+                not_as_written.append(f"{where}: {command}")
+                continue
+            out = None
+            if command.startswith(".venv/bin/papermill "):
+                path, options, values = _papermill_command(command)
+                declared = notebook_parameters(path)
+                undeclared = set(values) - set(declared)
+                if undeclared:
+                    failed.append(f"{where}: {sorted(undeclared)} are not parameters of {path.name}: {command}")
+                    continue
+                reason = _needs_more_than_the_ci_run(values)
+                if reason:
+                    listed.append(f"{where}: {command} ({reason})")
+                    continue
+                out = tmp_path / f"{len(one_at_a_time) + len(side_by_side):02d}_{path.name}"
+                extra = []
+                if values.get("run_name") == "released":  # the fixtures' released scores (replacing any there)
+                    if not released:
+                        import_released("released", ROOT / "tests" / "fixtures" / "released")
+                        released = True
+                else:  # the CI run's values, under the command's own (papermill: -p and -y win over -f)
+                    ci_file = tmp_path / f"ci_{path.stem}.yml"
+                    ci_file.write_text(yaml.safe_dump({k: v for k, v in ci_values.items() if k in declared}),
+                                       encoding="utf-8")
+                    extra = ["-f", str(ci_file)]
+                argv = [".venv/bin/papermill", str(path.relative_to(ROOT)), str(out), *extra, *options]
+            else:
+                argv = shlex.split(command)
+            alone = out is None or path.stem in ONE_AT_A_TIME or values.get("run_name") == "released"
+            (one_at_a_time if alone else side_by_side).append((where, command, argv, out))
+
+    def execute(job: tuple[str, str, list[str], Path | None]) -> None:
+        where, command, argv, out = job
+        started = time.time()
+        try:
+            result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        except subprocess.TimeoutExpired:
+            failed.append(f"{where}: over 120 s: {command}")
+            return
+        ran.append(f"{where}: {time.time() - started:.0f} s: {command}")
+        if result.returncode != 0:
+            failed.append(f"{where}: exit {result.returncode}: {command}\n{(result.stdout + result.stderr)[-2000:]}")
+        elif out is not None and _errors(out):
+            failed.append(f"{where}: the notebook holds errors {_errors(out)}: {command}")
+
+    # Commands that score, translate, ask models or read the released run take the run's lock or its
+    # caches: one at a time. Chapters that only read stored results run two at a time, as in `make book`.
+    for job in one_at_a_time:
+        execute(job)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(execute, side_by_side))
+    print("ran:\n  " + "\n  ".join(ran))
+    print("listed, not run:\n  " + "\n  ".join(dict.fromkeys(listed)))
+    attempts = tmp_path / "guard" / "attempts.log"
+    assert not attempts.exists() or not attempts.read_text().strip(), f"an exercise reached for the network: " \
+        f"{attempts.read_text()[:500]}"
+    assert not failed, "\n".join(failed)
+    assert not not_as_written, "exercise commands that do not run as written from the project's folder:\n" + \
+        "\n".join(not_as_written)
+    assert ran, "the exercises' commands were found"

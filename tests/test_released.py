@@ -1,16 +1,15 @@
 """biasaudit.released: the paper's released scores mapped onto the scores table.
 
 Unit tests run on tests/fixtures/released/ (invented numbers in the release's exact schema; see
-its README). The integration test at the end runs only where the real released files are
-(../shared/data/released beside the checkout, or $BIASAUDIT_DATA_DIR/released) and reproduces the
-paper's own per-cell results for Llama-3.1-8B.
+its README). The integration tests at the end (marked `mirror`) run only where the real released
+files are ($BIASAUDIT_DATA_DIR/released) and reproduce the paper's own per-cell results for
+Llama-3.1-8B.
 """
 
 from __future__ import annotations
 
 import io as stdio
 import json
-import os
 import shutil
 import urllib.error
 from pathlib import Path
@@ -23,7 +22,6 @@ from biasaudit import downloads
 from biasaudit import released as rel
 from biasaudit.items import ITEM_COLUMNS
 from biasaudit.options import DEFAULT_SEED, StudyOptions
-from biasaudit.paths import PROJECT_ROOT
 from scipy.special import expit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "released"
@@ -282,17 +280,8 @@ def test_released_file_urls_are_pinned():
 # --------------------------------------------------------------------------------------------
 
 
-def _real_release() -> Path | None:
-    candidates = [PROJECT_ROOT.parent / "shared" / "data" / "released"]
-    if os.environ.get("BIASAUDIT_DATA_DIR"):
-        candidates.insert(0, Path(os.environ["BIASAUDIT_DATA_DIR"]) / "released")
-    for folder in candidates:
-        if (folder / "llama3.1-8b_checkpoint.csv").exists() and (folder / "cell_tests.csv").exists():
-            return folder
-    return None
-
-
-REAL = _real_release()
+RELEASED_FILES = ("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
+                  "cell_tests.csv", "floor_tests.csv", "pipeline_ablation.csv")
 N_PERMUTATIONS = 20_000  # the paper's
 
 
@@ -302,14 +291,15 @@ def _mc_close(ours: np.ndarray, theirs: np.ndarray, b: int) -> np.ndarray:
     return np.abs(ours - theirs) <= 4.5 * np.sqrt(2 * p * (1 - p) / b) + 2 / b
 
 
-@pytest.mark.skipif(REAL is None, reason="the released files (../shared/data/released) are not here")
-def test_reproduces_llama_cell_and_floor_tests():
-    released = rel.load_released(REAL, models=["llama3.1-8b"])
+@pytest.mark.mirror(*RELEASED_FILES)
+def test_reproduces_llama_cell_and_floor_tests(mirror: Path):
+    release = mirror
+    released = rel.load_released(release, models=["llama3.1-8b"])
     assert released.summary["english_bases"] == 362
     assert released.score_mismatches.empty and released.english_mismatches.empty
     scores = released.scores
 
-    paper = pd.read_csv(REAL / "cell_tests.csv")
+    paper = pd.read_csv(release / "cell_tests.csv")
     paper = paper.loc[paper["model"] == "llama3.1-8b"].assign(language=lambda t: t["language"].map(rel.iso_language))
     cells = analyses.cell_tests(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=DEFAULT_SEED))
     both = cells.merge(paper, on=["model", "language"], validate="one_to_one")
@@ -323,7 +313,7 @@ def test_reproduces_llama_cell_and_floor_tests():
     assert _mc_close(both["p"].to_numpy(), both["p_perm"].to_numpy(), N_PERMUTATIONS).all(), both[["p", "p_perm"]]
     assert _mc_close(both["p_binary"].to_numpy(), both["p_perm_bin"].to_numpy(), N_PERMUTATIONS).all()
 
-    paper_floor = pd.read_csv(REAL / "floor_tests.csv")
+    paper_floor = pd.read_csv(release / "floor_tests.csv")
     paper_floor = paper_floor.loc[paper_floor["model"] == "llama3.1-8b"]
     floors = analyses.floor_cells(scores, options=StudyOptions(n_permutations=N_PERMUTATIONS, seed=DEFAULT_SEED))
     both = floors.merge(paper_floor, left_on=["model", "via"], right_on=["model", "pivot"], validate="one_to_one")
@@ -336,11 +326,12 @@ def test_reproduces_llama_cell_and_floor_tests():
     assert _mc_close(both["p"].to_numpy(), both["p_perm"].to_numpy(), N_PERMUTATIONS).all(), both[["p", "p_perm"]]
 
 
-@pytest.mark.skipif(REAL is None, reason="the released files (../shared/data/released) are not here")
-def test_raw_labels_give_the_papers_raw_english_score():
+@pytest.mark.mirror(*RELEASED_FILES)
+def test_raw_labels_give_the_papers_raw_english_score(mirror: Path):
+    release = mirror
     # The paper's pipeline ablation (v2 scorer): English soft 0.490 raw over 387 bases, 0.536 fixed.
-    ablation = pd.read_csv(REAL / "pipeline_ablation.csv").set_index(["scorer", "labels"])
+    ablation = pd.read_csv(release / "pipeline_ablation.csv").set_index(["scorer", "labels"])
     for fix, labels in ((False, "raw"), (True, "fixed")):
-        scores = rel.read_released(REAL, fix_labels=fix)
+        scores = rel.read_released(release, fix_labels=fix)
         english = analyses.item_scores(scores).query("variant == 'original'")
         assert english["soft"].mean() == pytest.approx(ablation.loc[("v2", labels), "en_ss"], abs=0.01)

@@ -4,14 +4,20 @@ tests/test_notebooks.py wherever the released scores are at hand.)"""
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import http.server
 import shutil
+import threading
 from pathlib import Path
 
 import nbformat
 import pytest
+from biasaudit import downloads
+from biasaudit import released as rel
 from biasaudit import released_study as part
 from biasaudit.params import RunParams
-from biasaudit.released import ReleasedDataError, find_released, released_cache, released_models_in
+from biasaudit.released import ReleasedDataError, released_cache, released_models_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "released"
 
@@ -33,24 +39,87 @@ def test_a_folder_counts_models_with_both_files_and_the_label_fix(tmp_path):
     assert released_models_in(tmp_path / "missing") == []
 
 
-def test_auto_finds_the_mirror_then_prefers_the_cache(no_released, monkeypatch):
-    assert find_released() is None
-    assert part.released_source(RunParams()) is None
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def repository(tmp_path, monkeypatch):
+    """The paper's repository served on 127.0.0.1 with one model, tiny-a, every file pinned by its
+    sha256: `released_study: auto` downloads from it as it would from GitHub."""
+    root = tmp_path / "repository"
+    monkeypatch.setattr(rel, "RELEASED_MODELS", ("tiny-a",))
+    pins = {}
+    for pinned in rel.released_files():
+        target = root / pinned.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        source = FIXTURES / pinned.name
+        # The paper's own per-cell results are not among the fixtures: any small file stands in for them.
+        target.write_bytes(source.read_bytes() if source.exists() else b"model,language\n")
+        pins[pinned.name] = hashlib.sha256(target.read_bytes()).hexdigest()
+    monkeypatch.setattr(rel, "KNOWN_SHA256", pins)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                             functools.partial(QuietHandler, directory=str(root)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_from(monkeypatch, f"http://127.0.0.1:{server.server_address[1]}")
+    yield root
+    server.shutdown()
+
+
+def serve_from(monkeypatch, base: str) -> None:
+    monkeypatch.setattr(downloads.PinnedFile, "url", property(lambda f: f"{base}/{f.path}"))
+
+
+def test_auto_downloads_the_scores_when_they_are_not_cached(no_released, repository):
+    part_source = part.released_source(RunParams())
+    assert part_source.folder == released_cache() and released_models_in(released_cache()) == ["tiny-a"]
+    assert "1 of the study's 1 models downloaded from HarshKumar3014/MultiLLMs" in part_source.how
+    assert "sha256-checked" in part_source.how
+
+
+def test_auto_reads_a_full_cache_without_asking_the_network(no_released, repository, monkeypatch):
+    part.released_source(RunParams())
+    serve_from(monkeypatch, "http://127.0.0.1:9")  # nothing listens there: any download would fail
+    again = part.released_source(RunParams())
+    assert again.folder == released_cache() and "found in the download cache" in again.how
+
+
+def test_auto_offline_says_why_and_the_build_goes_on(no_released, monkeypatch):
+    serve_from(monkeypatch, "http://127.0.0.1:9")
+    part_source = part.released_source(RunParams())
+    assert part_source.folder is None
+    assert part_source.how.startswith("not built: the released scores are not on this machine and the download "
+                                      "from HarshKumar3014/MultiLLMs failed (")
+    assert "refused" in part_source.how.lower(), part_source.how
+    page = part.index_page(write_params(no_released, "run_name: x\n"), part_source, [])
+    assert part_source.how in page and "make released" in page
+
+
+def test_auto_offline_falls_back_to_the_mirror(no_released, monkeypatch):
+    serve_from(monkeypatch, "http://127.0.0.1:9")
     mirror = no_released / "mirror"
     shutil.copytree(FIXTURES, mirror / "released")
     monkeypatch.setenv("BIASAUDIT_DATA_DIR", str(mirror))
-    assert part.released_source(RunParams()) == mirror / "released"
-    cache = released_cache()
-    shutil.copytree(FIXTURES, cache)
-    assert part.released_source(RunParams()) == cache
+    part_source = part.released_source(RunParams())
+    assert part_source.folder == mirror / "released"
+    assert "1 of the study's 10 models read from" in part_source.how and "download of the rest" in part_source.how
+
+
+def test_a_corrupt_download_is_not_kept(no_released, repository):
+    checkpoint = next(repository.rglob("tiny-a_checkpoint.csv"))
+    checkpoint.write_text(checkpoint.read_text().replace("0.", "1.", 1))
+    part_source = part.released_source(RunParams())
+    assert part_source.folder is None and "does not match the pinned" in part_source.how
+    assert not (released_cache() / "tiny-a_checkpoint.csv").exists()
 
 
 def test_off_a_released_main_run_and_a_missing_folder(no_released, monkeypatch):
     monkeypatch.setenv("BIASAUDIT_DATA_DIR", str(no_released))
     shutil.copytree(FIXTURES, no_released / "released")
-    assert part.released_source(RunParams(released_study="off")) is None
-    assert part.released_source(RunParams(released_scores=str(FIXTURES))) is None, "the main run is the study"
-    assert part.released_source(RunParams(released_study=str(FIXTURES))) == FIXTURES
+    assert part.released_source(RunParams(released_study="off")).folder is None
+    assert part.released_source(RunParams(released_scores=str(FIXTURES))).folder is None, "the main run is the study"
+    assert part.released_source(RunParams(released_study=str(FIXTURES))).folder == FIXTURES
     with pytest.raises(ReleasedDataError, match="nowhere"):
         part.released_source(RunParams(released_study=str(no_released / "nowhere")))
 
@@ -85,15 +154,19 @@ def test_a_released_page_is_titled_noted_and_links_left_out_chapters_to_the_main
     assert cells[2].source == "See [the drops](10_language_drops) and [the templates](../analyses/30_template_tests)."
 
 
+def write_params(folder: Path, text: str) -> Path:
+    path = folder / "p.yml"
+    path.write_text(text)
+    return path
+
+
 def test_first_page_without_the_scores_says_how_to_get_them(no_released, tmp_path):
-    params_file = tmp_path / "p.yml"
-    params_file.write_text("run_name: x\n")
-    page = part.index_page(params_file, None, [])
+    off = part.released_source(RunParams(released_study="off"))
+    page = part.index_page(write_params(tmp_path, "run_name: x\n"), off, [])
     assert page.startswith("# The released study\n") and "make released" in page and "|" not in page
-    params_file.write_text("released_study: \"off\"\n")
-    assert "`released_study: off`" in part.index_page(params_file, None, [])
-    params_file.write_text(f"released_scores: {FIXTURES}\n")
-    assert "already reads the paper's released scores" in part.index_page(params_file, None, [])
+    assert "released_study: off" in page
+    main_is_released = write_params(tmp_path, f"released_scores: {FIXTURES}\n")
+    assert "already reads the paper's released scores" in part.index_page(main_is_released, off, [])
 
 
 def test_clearing_removes_pages_of_an_earlier_build(tmp_path):

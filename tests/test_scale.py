@@ -1,11 +1,12 @@
 """Every results chapter runs and renders at study scale and beyond: a synthetic release of ten
-models made from the shared Llama files (same schema and file names as the paper's release), and a
+models made from the released Llama files of the data mirror (same schema and file names as the paper's release), and a
 synthetic run of ten models over the whole bank with its rewordings. Charts are rendered to SVG by
 vl-convert, as in the book, so a chart that embeds every row (altair's 5,000-row limit) fails here."""
 
 from __future__ import annotations
 
 import importlib
+import os
 import time
 from pathlib import Path
 
@@ -16,7 +17,6 @@ import vl_convert
 from biasaudit.params import validate_params
 from biasaudit.testing import synthetic_release, write_synthetic_run
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "released"
 RESULTS = ["drops", "floor", "models", "carry_over", "sources", "dimensions", "faithful", "summed", "agreement",
            "detection", "label_errors", "case_study"]
 STUDY = {"n_permutations": 20_000, "n_bootstrap": 5_000, "n_runs": 200}  # params/released.yml
@@ -35,12 +35,11 @@ def render(report) -> None:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    if not (SHARED / "llama3.1-8b_checkpoint.csv").exists():
-        pytest.skip("the shared released files (../shared/data/released) are not beside the checkout")
+    source = Path(os.environ["BIASAUDIT_DATA_DIR"]) / "released"  # set for mirror-marked tests
     folder = tmp_path_factory.mktemp("scale")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BIASAUDIT_RUNS_DIR", str(folder / "runs"))
-        models = synthetic_release(SHARED, folder / "release")
+        models = synthetic_release(source, folder / "release")
         release = validate_params({"run_name": "release", "released_scores": str(folder / "release"), "models": [],
                                    **STUDY}, "the scale test")
         own = validate_params({"run_name": "own", "models": [], "released_scores": "", **STUDY}, "the scale test")
@@ -50,6 +49,7 @@ def runs(tmp_path_factory):
     print("\ntime per chapter at study scale: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items()))
 
 
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json")
 @pytest.mark.parametrize("run", ["release", "own"])
 @pytest.mark.parametrize("chapter", RESULTS)
 def test_chapter_runs_and_renders_at_study_scale(runs, run, chapter, monkeypatch):

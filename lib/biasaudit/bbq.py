@@ -266,14 +266,14 @@ def _hub_splits() -> Any:
     except ImportError:
         raise SourceDataError(
             f"{origin}: the `datasets` package is not installed; install it (pip install datasets) or set "
-            f"{DATA_DIR_VARIABLE} to a mirror folder holding bbq/<Category>.jsonl (see shared/data/PROVENANCE.md)"
+            f"{DATA_DIR_VARIABLE} to a mirror folder holding bbq/<Category>.jsonl (layout in docs/data.md)"
         ) from None
     try:
         return datasets.load_dataset(HUB_DATASET)
     except Exception as err:  # offline, hub errors and format changes all end here
         raise SourceDataError(
             f"{origin}: could not load ({type(err).__name__}: {err}). Offline? Set {DATA_DIR_VARIABLE} or pass "
-            "data_dir= to a mirror folder holding bbq/<Category>.jsonl (see shared/data/PROVENANCE.md)"
+            "data_dir= to a mirror folder holding bbq/<Category>.jsonl (layout in docs/data.md)"
         ) from err
 
 

@@ -320,23 +320,38 @@ def case_heatmap(case: pd.DataFrame, title: str = "") -> alt.LayerChart:
 
 
 
-def polar_pass_rates(rates: pd.DataFrame, title: str = "Pass rate by language, per concern and model") -> alt.FacetChart:
-    """One polar chart per concern (MLA-BiTe's Figure 4): a slice per language, its radius the pass
-    rate (0 at the centre, 1 at the rim); one row of charts per model."""
-    data = rates.dropna(subset=["pass_rate"]).assign(slice=1)
-    base = alt.Chart().encode(
-        theta=alt.Theta("slice:Q", stack=True),
-        radius=alt.Radius("pass_rate:Q", scale=alt.Scale(domain=[0, 1], type="sqrt", zero=True)),
-        color=alt.Color("language:N", title="language"),
+def polar_pass_rates(rates: pd.DataFrame, title: str = "Pass rate by language, per concern and model",
+                     size: int = 120) -> alt.FacetChart:
+    """One polar chart per concern (MLA-BiTe's Figure 4), one row per model: a slice per language, at
+    the same angle in every chart (English first), its area proportional to the pass rate (radius
+    √rate, so 25 % reaches half-way and 100 % the grey rim).
+
+    The angles and the radius range are set here, not left to Vega-Lite: in a faceted chart it
+    stacks the slices apart per radius value (each a full circle) and sizes the radius by the outer
+    chart's width, which is 0, so every slice had zero size."""
+    data = rates.dropna(subset=["pass_rate"])
+    order = sorted(data["language"].unique(), key=lambda language: (language != "en", language))
+    position = {language: index for index, language in enumerate(order)}
+    data = data.assign(start=data["language"].map(position).astype(float))
+    data = data.assign(end=data["start"] + 1)
+    theta = alt.Theta("start:Q", stack=None, scale=alt.Scale(domain=[0, max(1, len(order))], range=[0, 2 * np.pi]))
+    rim = alt.Chart().mark_arc(color="#eeeeee", stroke="white", outerRadius=size / 2).encode(theta=theta,
+                                                                                         theta2="end:Q")
+    slices = alt.Chart().mark_arc(stroke="white").encode(
+        theta=theta, theta2="end:Q",
+        radius=alt.Radius("pass_rate:Q", scale=alt.Scale(type="sqrt", domain=[0, 1], range=[0, size / 2], zero=True)),
+        color=alt.Color("language:N", title="language", sort=order),
         tooltip=["model", "concern", "language", alt.Tooltip("pass_rate:Q", format=".0%"), "passed:Q", "total:Q"])
-    return alt.layer(base.mark_arc(stroke="white"), data=data).properties(width=120, height=120).facet(
+    return alt.layer(rim, slices, data=data).properties(width=size, height=size).facet(
         column=alt.Column("concern:N", title=None), row=alt.Row("model:N", title=None), title=title)
 
 
 def pass_rate_heatmap(rates: pd.DataFrame, title: str = "Pass rate by model and language") -> alt.LayerChart:
-    """Language × model pass rates (MLA-BiTe's Figure 5), the rate printed in each cell."""
+    """Language × model pass rates (MLA-BiTe's Figure 5), the rate printed in each cell; English first."""
     data = rates.dropna(subset=["pass_rate"])
-    base = alt.Chart(data).encode(x=alt.X("language:N", title="language"), y=alt.Y("model:N", title="model"))
+    order = sorted(data["language"].unique(), key=lambda language: (language != "en", language))
+    base = alt.Chart(data).encode(x=alt.X("language:N", title="language", sort=order, axis=alt.Axis(labelAngle=0)),
+                                  y=alt.Y("model:N", title="model"))
     heat = base.mark_rect().encode(color=alt.Color("pass_rate:Q", scale=alt.Scale(domain=[0, 1], scheme="greens"),
                                                    title="pass rate"),
                                    tooltip=["model", "language", alt.Tooltip("pass_rate:Q", format=".0%"),
@@ -348,9 +363,12 @@ def pass_rate_heatmap(rates: pd.DataFrame, title: str = "Pass rate by model and 
 
 def correlation_heatmap(correlations: pd.DataFrame,
                         title: str = "Correlation of pass rates between languages (over concerns)") -> alt.FacetChart:
-    """Per model, the Pearson r between every two languages' pass rates per concern (MLA-BiTe's Figure 6)."""
+    """Per model, the Pearson r between every two languages' pass rates per concern (MLA-BiTe's Figure 6);
+    English first."""
     data = correlations.dropna(subset=["r"])
-    base = alt.Chart().encode(x=alt.X("language_a:N", title=None), y=alt.Y("language_b:N", title=None))
+    order = sorted(data["language_a"].unique(), key=lambda language: (language != "en", language))
+    base = alt.Chart().encode(x=alt.X("language_a:N", title=None, sort=order, axis=alt.Axis(labelAngle=0)),
+                              y=alt.Y("language_b:N", title=None, sort=order))
     heat = base.mark_rect().encode(color=alt.Color("r:Q", scale=alt.Scale(domain=[-1, 1], scheme="redblue"),
                                                    title="r"), tooltip=["model", "language_a", "language_b",
                                                                         alt.Tooltip("r:Q", format=".2f"),
@@ -406,7 +424,8 @@ def verdict_chart(cells: pd.DataFrame, title: str = "Drop per model and language
 def language_curves(curves: pd.DataFrame, summary: pd.DataFrame,
                     title: str = "Detection at each language's own scatter") -> alt.LayerChart:
     """Per language, the share of its cells called reliable against the injected drop δ, with a dot
-    at the language's observed |drop| (median over models)."""
+    at the language's observed |drop| (median over models) and its power there as chapter 22 computes
+    it (each cell at its own drop, so the dot need not lie on the curve)."""
     colour = alt.Color("language:N", title="language")
     lines = alt.Chart(curves).mark_line(point=True).encode(
         x=alt.X("delta:Q", title="injected drop δ (soft score)"),
@@ -417,7 +436,8 @@ def language_curves(curves: pd.DataFrame, summary: pd.DataFrame,
         tooltip=["language", alt.Tooltip("observed:Q", format=".3f"), alt.Tooltip("power_observed:Q", format=".0%")])
     level = alt.Chart(pd.DataFrame({"v": [0.8]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="v:Q")
     return alt.layer(lines, dots, level).properties(width=440, height=260, title=alt.TitleParams(
-        title, subtitle="diamond: the observed drop; dashed: 80% power"))
+        title, subtitle=["diamond: power at the observed drop, each cell tested at its own drop (chapter 22's power)",
+                         "dashed: 80% power"]))
 
 
 def metric_boxes(data: pd.DataFrame, value: str, *, box: str, row: str, title: str, x_title: str,

@@ -90,6 +90,7 @@ class LocalGenerator(Generator):
         self._network, self._tokenizer = network, tokenizer
         self.device = device
         self._chat = chat
+        self._stops: list[int] | None = None
 
     def _load(self):
         if self._network is None:
@@ -137,14 +138,17 @@ class LocalGenerator(Generator):
         return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
     def _stop_ids(self) -> list[int]:
-        network, tokenizer = self._load()
-        ids = network.generation_config.eos_token_id
-        ids = list(ids) if isinstance(ids, (list, tuple)) else [ids] if ids is not None else []
-        for marker in ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>"):
-            token = tokenizer.convert_tokens_to_ids(marker) if marker in tokenizer.get_vocab() else None
-            if token is not None:
-                ids.append(token)
-        return sorted(set(int(i) for i in ids if i is not None))
+        """The model's end-of-turn ids, found once per generator: `get_vocab()` builds the whole
+        vocabulary (262k entries for Gemma, seconds per call)."""
+        if self._stops is None:
+            network, tokenizer = self._load()
+            ids = network.generation_config.eos_token_id
+            ids = list(ids) if isinstance(ids, (list, tuple)) else [ids] if ids is not None else []
+            vocabulary = tokenizer.get_vocab()
+            ids += [vocabulary[marker] for marker in ("<|im_end|>", "<end_of_turn>", "<|eot_id|>", "<|end|>", "</s>")
+                    if marker in vocabulary]
+            self._stops = sorted(set(int(i) for i in ids if i is not None))
+        return self._stops
 
     def generate(self, prompts: list[str], attempt: int = 1, max_new_tokens: int | None = None
                  ) -> list[str | GenerationError]:

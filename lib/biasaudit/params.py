@@ -125,11 +125,11 @@ class RunParams(BaseModel):
     chat_models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
     api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
     max_instances: int = Field(1, ge=0, description="filled prompts per template (seeded sample); 0: all")
-    max_templates: int = Field(4, ge=0, description="templates per concern (seeded sample); 0: all")
+    max_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
     template_routes: list[str] = Field(default_factory=lambda: ["human-1"])
     n_attempts: int = Field(3, ge=0)
     delta: float = Field(0.02, ge=0, le=1)
-    max_new_tokens: int = Field(40, ge=1)
+    max_new_tokens: int = Field(24, ge=1)
     answer_margin: int = Field(4, ge=0)
     temperature: float = Field(0.0, ge=0, le=2)
     generation_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
@@ -142,8 +142,9 @@ class RunParams(BaseModel):
     template_translations: Literal["human", "machine"] = Field(
         "human", description='"machine": chapter 30 asks template_translator\'s translations in every language')
     # --- translators against LangBiTe's human translations (31)
-    reference_library: str = Field("auto", description='LangBiTe\'s files: "auto" ($BIASAUDIT_DATA_DIR/langbite, '
-                                                       'else download), "download", or a folder')
+    reference_library: str = Field("auto", description='human reference: "auto" (LangBiTe\'s files if already on '
+                                                       'this machine, else "project"), "project" (data/templates), '
+                                                       '"download" (LangBiTe\'s), or a folder of LangBiTe\'s files')
     reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"])
     translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
     paraphraser: str = "smollm2-135m"
@@ -221,9 +222,9 @@ class RunParams(BaseModel):
     @field_validator("reference_library")
     @classmethod
     def _reference(cls, source: str) -> str:
-        if source not in ("auto", "download") and not (project_path(source) / "prompts_en_us.csv").is_file():
-            raise ValueError(f"{source!r}: no prompts_en_us.csv there; use \"auto\", \"download\" or a folder of "
-                             "LangBiTe's files")
+        if source not in ("auto", "project", "download") and not (project_path(source) / "prompts_en_us.csv").is_file():
+            raise ValueError(f"{source!r}: no prompts_en_us.csv there; use \"auto\", \"project\", \"download\" or a "
+                             "folder of LangBiTe's files")
         return source
 
     @field_validator("deltas")

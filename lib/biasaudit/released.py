@@ -83,8 +83,8 @@ RELEASED_MODELS: tuple[str, ...] = (
     "aya-23-8b", "aya-expanse-8b", "bloomz-7b", "gemma2-9b", "llama3.1-8b",
     "mistral-7b", "olmo2-7b", "qwen2.5-7b", "solar-10.7b", "yi-1.5-9b",
 )
-# sha256 of the files whose content this project has checked (see ../shared/data/released/
-# PROVENANCE.md). The other models' files are verified against the hash recorded when they
+# sha256 of the files whose content this project has checked against the paper's published
+# numbers (tests/test_released.py reproduces its per-cell results from them). The other models' files are verified against the hash recorded when they
 # were first downloaded (trust on first use, with a warning); add their hashes here once known.
 KNOWN_SHA256: dict[str, str] = {
     "label_fix.json": "911344c04f393cb64a3001cd307ac9b8ae68360eecc88b2349c911004ef0b6bd",
@@ -267,7 +267,7 @@ def _model_of(path: Path, suffix: str) -> str:
 def _find_files(path: Path, models: list[str] | None) -> tuple[list[Path], list[Path], Path | None, Path | None]:
     """(item files, noise-floor files, label_fix.json, prompts.json) under a folder or beside a file.
 
-    Accepts the flat layout of the cache and of ../shared/data/released/ and the repository's
+    Accepts the flat layout of the cache and of a data folder's released/ (docs/data.md) and the repository's
     own layout (results/v2/<model>_checkpoint.csv, results/v2/noise_floor/...).
     """
     if path.is_file():

@@ -10,7 +10,9 @@ that does pair up, the verdict per language, side by side.
 
 from __future__ import annotations
 
+import re
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -19,7 +21,15 @@ import yaml
 
 from biasaudit.params import BOOK_KEYS, RunParams, read_params, validate_params
 from biasaudit.paths import project_path
-from biasaudit.released import find_released, released_models_in, resolve_released_source
+from biasaudit import released as release
+from biasaudit.released import (
+    ReleasedDataError,
+    fetch_released,
+    find_released,
+    released_cache,
+    released_models_in,
+    resolve_released_source,
+)
 from biasaudit.translate.languages import language_label
 
 RELEASED = "book/released/"
@@ -37,19 +47,67 @@ GET_THEM = ("run `make released` (it downloads the ten models' item and noise-fl
             "then `make book`. Offline, put the files in a folder and set `released_study:` in the params to it.")
 
 
-def released_source(params: RunParams) -> Path | None:
-    """The folder the part reads, or None when there is no part to build.
+# `auto` tries the download once per build: a short wait for a server that does not answer, no retry.
+AUTO_DOWNLOAD_TIMEOUT = 10.0
 
-    "auto" uses the scores already on this machine (`biasaudit.released.find_released`); a folder
-    or "download" must work (a missing folder or a failed download stops the run before any
-    chapter); "off" and a main run that itself reads the released scores build no part.
+
+@dataclass(frozen=True)
+class PartSource:
+    """Where the part reads the released scores from (None: no part), and how they got there, in one
+    line for the build's output and the part's first page."""
+
+    folder: Path | None
+    how: str
+
+
+def released_source(params: RunParams) -> PartSource:
+    """The folder the part reads, and how it was found or fetched.
+
+    "auto" uses the ten models' scores when the download cache has them all; otherwise it tries
+    the pinned, sha256-checked download into the cache once (short timeout, no retry) and, when
+    that fails (offline), falls back to whatever released scores are already on this machine (a
+    partly filled cache, `$BIASAUDIT_DATA_DIR/released`), else builds no part and says why: the
+    build goes on either way. A folder or "download" must work (a missing folder or a failed
+    download stops the run before any chapter); "off" and a main run that itself reads the
+    released scores build no part.
     """
     setting = params.released_study
-    if setting == "off" or params.released_scores:
-        return None
-    if setting == "auto":
-        return find_released()
-    return resolve_released_source(setting)
+    if setting == "off":
+        return PartSource(None, "released_study: off in the params, so no released part was built")
+    if params.released_scores:
+        return PartSource(None, "the main run reads the released scores itself, so there is no separate part")
+    if setting != "auto":
+        folder = resolve_released_source(setting)
+        fetched = "downloaded (pinned, sha256-checked) into" if setting == "download" else "read from"
+        return PartSource(folder, f"{_models_phrase(folder)} {fetched} {folder}")
+    cache = released_cache()
+    if len(released_models_in(cache)) == len(release.RELEASED_MODELS):
+        return PartSource(cache, f"{_models_phrase(cache)} found in the download cache {cache}")
+    try:
+        folder = fetch_released(timeout=AUTO_DOWNLOAD_TIMEOUT)
+    except ReleasedDataError as err:
+        reason = _first_reason(str(err))
+        found = find_released()
+        if found is None:
+            return PartSource(None, f"not built: the released scores are not on this machine and the download from "
+                                    f"{release.RELEASED_REPOSITORY} failed ({reason})")
+        return PartSource(found, f"{_models_phrase(found)} read from {found}; the download of the rest from "
+                                 f"{release.RELEASED_REPOSITORY} failed ({reason})")
+    return PartSource(folder, f"{_models_phrase(folder)} downloaded from {release.RELEASED_REPOSITORY} at commit "
+                              f"{release.RESULTS_COMMIT[:12]} (sha256-checked) into {folder}")
+
+
+def _models_phrase(folder: Path) -> str:
+    n = len(released_models_in(folder))
+    return f"the released scores of {n} of the study's {len(release.RELEASED_MODELS)} models"
+
+
+def _first_reason(message: str) -> str:
+    """The cause inside a download error's first line, e.g. '<urlopen error [Errno -2] Name or service
+    not known>', else that line."""
+    first = message.splitlines()[0] if message else ""
+    match = re.search(r"file\(s\) \((.*)\)\.?$", first)
+    return (match.group(1) if match else first).strip()
 
 
 def part_params(source: Path) -> RunParams:
@@ -114,20 +172,20 @@ def verdicts_side_by_side(main: RunParams, released: RunParams) -> pd.DataFrame:
     return both.assign(language=both["language"].map(language_label))
 
 
-def index_page(main_params_path: str | Path, source: Path | None, chapters: list[str]) -> str:
-    """The part's first page: what it is, where its scores came from, its parameters, and the
-    verdict side by side with the main run's; or, with no part, why and how to get one."""
+def index_page(main_params_path: str | Path, part: PartSource, chapters: list[str]) -> str:
+    """The part's first page: what it is, where its scores came from and how they were fetched, its
+    parameters, and the verdict side by side with the main run's; or, with no part, why and how to
+    get one."""
     main = read_params(main_params_path)
     text = "# The released study\n\n"
     if main.released_scores:
         return text + (f"This build's main run (`{Path(main_params_path).as_posix()}`) already reads the paper's "
                        "released scores, so its chapters are the released study; this part repeats nothing. Start at "
                        "[the verdict](../analyses/22_verdict).\n")
+    source = part.folder
     if source is None:
-        why = ("The params set `released_study: off`, so" if main.released_study == "off" else
-               "The paper's released scores are not on this machine, so")
-        return text + (f"{why} this part of the book holds no chapters, and no page of this build shows results "
-                       f"from them. To add it, {GET_THEM}\n")
+        return text + (f"This build: {part.how}. So this part of the book holds no chapters, and no page of this "
+                       f"build shows results from the released study. To add it, {GET_THEM}\n")
     params = part_params(source)
     models = released_models_in(source)
     side = verdicts_side_by_side(main, params)
@@ -135,8 +193,8 @@ def index_page(main_params_path: str | Path, source: Path | None, chapters: list
         [(f"`{k}`", f"`{v!r}`") for k, v in part_values(params).items()], columns=["parameter", "value"]))
     listed = "\n".join(f"- []({name})" for name in chapters)
     left_out = "\n".join(f"- [](../analyses/{name}): {why}" for name, why in NOT_IN_PART.items())
-    return text + f"""The chapters of this part run on the item scores the paper "Lost in Translation" released, read
-from `{source}`: {len(models)} of the study's ten models ({', '.join(models)}). The two label errors of the raw
+    return text + f"""The chapters of this part run on the item scores the paper "Lost in Translation" released:
+{len(models)} of the study's ten models ({', '.join(models)}). This build: {part.how}. The two label errors of the raw
 files are fixed on import (chapter 20 shows what they do). Every chapter reads the same as in the main part; the
 numbers are this build's own analyses of the released scores, not figures copied from the paper.
 
@@ -166,7 +224,7 @@ Left out of this part:
 """
 
 
-def write_index(folder: Path, main_params_path: str | Path, source: Path | None, chapters: list[str]) -> None:
+def write_index(folder: Path, main_params_path: str | Path, part: PartSource, chapters: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "index.md").write_text(index_page(main_params_path, source, chapters), encoding="utf-8")
+    (folder / "index.md").write_text(index_page(main_params_path, part, chapters), encoding="utf-8")
 

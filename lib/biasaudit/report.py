@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from biasaudit.prose import spoken_list  # noqa: F401  (chapters import it from here)
+
 # Wrap long text in table cells instead of stretching the page.
 _CELL_STYLE = [{"selector": "td", "props": [("white-space", "normal"), ("max-width", "28em"),
                                             ("vertical-align", "top"), ("padding", "0.15em 0.6em")]},
@@ -124,13 +126,3 @@ def note(text: str):
 def _plain(value: Any) -> Any:
     """numpy scalars as Python values, so that glued numbers format like Python's."""
     return value.item() if isinstance(value, np.generic) else value
-
-
-def spoken_list(parts: list[str], conjunction: str = "and") -> str:
-    """"a", "a and b", "a, b and c"."""
-    parts = [str(p) for p in parts]
-    if not parts:
-        return ""
-    if len(parts) == 1:
-        return parts[0]
-    return ", ".join(parts[:-1]) + f" {conjunction} " + parts[-1]

@@ -43,7 +43,7 @@ def resolve_data_dir(data_dir: str | Path | None) -> Path | None:
     if not folder.is_dir():
         raise SourceDataError(
             f"{folder}: the data folder does not exist; pass data_dir= or set {DATA_DIR_VARIABLE} "
-            "to a mirror folder (see shared/data/PROVENANCE.md), or leave both unset to use the hub"
+            "to a mirror folder (layout in docs/data.md), or leave both unset to use the hub"
         )
     return folder
 

@@ -334,14 +334,14 @@ def _load_from_hub() -> list[StereoSetRecord]:
     except ImportError:
         raise SourceDataError(
             f"{origin}: the `datasets` package is not installed; install it (pip install datasets) or set "
-            f"{DATA_DIR_VARIABLE} to a mirror folder holding stereoset/ (see shared/data/PROVENANCE.md)"
+            f"{DATA_DIR_VARIABLE} to a mirror folder holding stereoset/ (layout in docs/data.md)"
         ) from None
     try:
         dataset = datasets.load_dataset(HUB_DATASET, HUB_CONFIG, split=HUB_SPLIT)
     except Exception as err:  # offline, hub errors and format changes all end here
         raise SourceDataError(
             f"{origin}: could not load ({type(err).__name__}: {err}). Offline? Set {DATA_DIR_VARIABLE} or pass "
-            "data_dir= to a mirror folder holding stereoset/ (see shared/data/PROVENANCE.md)"
+            "data_dir= to a mirror folder holding stereoset/ (layout in docs/data.md)"
         ) from err
     return read_hub_rows(dataset, origin)
 

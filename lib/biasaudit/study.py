@@ -15,6 +15,7 @@ from typing import Callable, Literal
 import pandas as pd
 
 from biasaudit import analyses
+from biasaudit.analyses import verdict as verdict_analysis
 from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
 from biasaudit.paths import run_dir
 from biasaudit.pipeline import read_scores
@@ -71,6 +72,14 @@ class Study:
 
     def carry_over(self) -> pd.DataFrame:
         return self.computed("carry_over", lambda: analyses.carry_over_table(self.scores, self.options))
+
+    def verdict_cells(self, similarity: pd.DataFrame | None, threshold: float, n_runs: int) -> pd.DataFrame:
+        """Every model × language cell's evidence and verdict (chapter 22), including the power of its
+        test at its own drop, which chapter 19 shows per language too: one table, so the two pages
+        give the same numbers."""
+        return self.computed("verdict_cells", lambda: verdict_analysis.verdict_cells(
+            self.scores, self.options, cells=self.cells(), floors=self.floor_cells(), similarity=similarity,
+            threshold=threshold, n_runs=n_runs), threshold, n_runs, similarity is not None)
 
     def detection(self, deltas: list[float], n_runs: int, inject: Literal["all", "one"] = "all") -> pd.DataFrame:
         return self.computed("detection", lambda: analyses.detection_power(

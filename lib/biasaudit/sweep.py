@@ -12,8 +12,12 @@ were lost. An outcome is one of
 
 and anything else is a failure, which the tests (tests/test_sweep.py run every case) and the
 exit status report. The table of the last sweep is written to runs/sweep/ and shown in the
-book's reliability appendix. Killing a run is done to a real subprocess at seeded random
-moments (during model load, between chunks, while a chunk is written), not by mocking.
+book's reliability appendix. Killing a run is done with SIGKILL to a real subprocess, not by
+mocking, at points tied to its progress rather than to time: during model load, after a seeded
+number of chunks is stored (early, in the middle and late in the run) and while a chunk is
+written (its file on disk under a temporary name, not yet renamed into place). The worker says
+on stdout when it reaches each point and waits there, so the kills land at the same places on a
+machine of any speed.
 """
 
 from __future__ import annotations
@@ -32,19 +36,21 @@ import traceback
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
 
 from biasaudit.items import ITEM_COLUMNS, DEFAULT_BANK, read_items, select_items
 from biasaudit.paths import run_dir
+from biasaudit.runstore import ScoreStore
 
 RIGHT, CLEAR, RECOVERED = "right result", "clear error", "recovered"
 GOOD_OUTCOMES = (RIGHT, CLEAR, RECOVERED)
 SWEEP_COLUMNS = ["case", "group", "done", "said", "outcome", "lost"]
 SEED = 20261201
 TINY = "tiny-random"
+CHUNK_ITEMS = 4  # versions per stored chunk in the scoring cases: many chunks, so many places to kill
 
 
 @dataclass
@@ -107,7 +113,8 @@ def stored_rows(run_folder: Path) -> pd.DataFrame:
 
     parts = sorted((run_folder / "scores").glob("part-*.parquet"))
     frames = [pq.read_table(p).to_pandas() for p in parts]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["model", "item_id"])
+    return (pd.concat(frames, ignore_index=True) if frames
+            else pd.DataFrame(columns=["model", "item_id", "scorer_boundary"]))
 
 
 def same_scores(left: pd.DataFrame, right: pd.DataFrame, tolerance: float = 1e-6) -> int:
@@ -131,26 +138,32 @@ def worker(*args: str, env: dict[str, str] | None = None, **options) -> subproce
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **options)
 
 
-def wait_for_line(process: subprocess.Popen, expected: str, timeout: float = 120.0) -> None:
-    """Read the worker's stdout until a line equals `expected`."""
+def wait_for_line(process: subprocess.Popen, expected: str, timeout: float = 120.0) -> str:
+    """Read the worker's stdout until a line starts with the words of `expected`; return that line
+    (a worker may say more after them, such as the file it is writing)."""
     deadline = time.monotonic() + timeout
+    words = expected.split()
     while time.monotonic() < deadline:
         line = process.stdout.readline()
-        if line.strip() == expected:
-            return
+        if line.split()[: len(words)] == words:
+            return line.strip()
         if not line and process.poll() is not None:
             raise CaseFailed(f"the worker ended ({process.returncode}) before '{expected}': "
                              f"{first_line(process.stderr.read())}")
     raise CaseFailed(f"the worker did not say '{expected}' within {timeout:.0f} s")
 
 
-def kill(process: subprocess.Popen) -> None:
+def kill(process: subprocess.Popen) -> str:
+    """SIGKILL the worker; return what it had written to stdout that was not read yet (so a case can
+    tell how far it got before the signal)."""
     if process.poll() is None:
         process.send_signal(signal.SIGKILL)
     process.wait()
-    for stream in (process.stdout, process.stderr):
+    rest = process.stdout.read() if process.stdout is not None else ""
+    for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None:
             stream.close()
+    return rest
 
 
 # --------------------------------------------------------------------------------------------
@@ -364,47 +377,162 @@ def _scoring_items(folder: Path, n_bases: int = 64) -> Path:
     return path
 
 
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Torch on one thread within the block. The tiny model gains nothing from more, and on a busy
+    machine threads that wait for each other cost many times the work (176 versions: 2 s of CPU on
+    one thread, 24 s on two with other processes running)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 def _reference(items_path: Path) -> pd.DataFrame:
     from biasaudit.scoring import score
 
-    return score(pd.read_parquet(items_path), TINY, batch_size=2, chunk_items=4, progress=False)
+    with one_thread():
+        return score(pd.read_parquet(items_path), TINY, batch_size=2, chunk_items=CHUNK_ITEMS, progress=False)
+
+
+@dataclass
+class Kill:
+    """Where one kill of a scoring worker landed, and what the store held after it."""
+
+    place: str  # "during model load", "after 6 chunks stored", "while chunk 14 was being written"
+    stored: int  # versions stored after the kill
+    writing: bool = False  # the kill was aimed at a chunk being written
+    partial_seen: bool = False  # ... and its half-written file was on disk when SIGKILL was sent
+
+
+@dataclass
+class KilledRun:
+    """What the kill-and-resume case did and found."""
+
+    kills: list[Kill]
+    total: int  # versions in the run
+    chunks: int  # chunks an uninterrupted run stores
+    last_scored: int  # versions the last (uninterrupted) run scored itself
+    partials_left: int  # half-written files still in the store at the end (left aside, never read)
+    lost: int
+
+
+def stored_twice(rows: pd.DataFrame) -> int:
+    """Stored rows that repeat a (model, item_id, scorer_boundary) already stored: scored twice."""
+    return int(rows.duplicated(["model", "item_id", "scorer_boundary"]).sum())
+
+
+def check_resumed(rows: pd.DataFrame, reference: pd.DataFrame) -> int:
+    """The stored rows of a resumed run must hold every version once, with the scores of an
+    uninterrupted run (`reference`); returns how many were lost (0), or raises CaseFailed."""
+    twice, lost = stored_twice(rows), same_scores(reference, rows)
+    if twice or lost:
+        raise CaseFailed(f"{twice} stored row(s) scored again, {lost} version(s) missing or different")
+    return lost
+
+
+def check_kills(kills: list[Kill], total: int) -> None:
+    """The case tests resuming only if a kill left a partly stored run and one hit a chunk mid-write."""
+    if not any(0 < hit.stored < total for hit in kills):
+        raise CaseFailed(f"no kill landed mid-run: versions stored after each kill "
+                         f"{' → '.join(str(hit.stored) for hit in kills)} of {total}")
+    if not any(hit.writing and hit.partial_seen for hit in kills):
+        raise CaseFailed("no kill landed while a chunk's file was being written (no half-written file on disk)")
+
+
+def _kill_points(chunks: int, rng: np.random.Generator) -> list[tuple[str, int]]:
+    """Where to kill a run of `chunks` chunks: during model load, then after a seeded number of
+    chunks stored (early, middle, late) and while a seeded chunk is written, counted over the
+    whole run and always short of its end, so that a stored prefix is there to resume from."""
+    if chunks < 10:
+        raise ValueError(f"a run of {chunks} chunks is too short to kill early, mid-write, in the middle and late")
+
+    def draw(low: float, high: float, at_least: int) -> int:
+        low, high = max(at_least, int(low * chunks)), max(at_least, int(high * chunks))
+        return int(rng.integers(low, high + 1))
+
+    early = draw(0.1, 0.25, 1)
+    writing = draw(0.25, 0.4, early + 2)  # the chunk being written: chunks 1 .. writing - 1 are stored
+    middle = draw(0.4, 0.6, writing)
+    late = min(draw(0.75, 0.95, middle + 1), chunks - 1)
+    return [("load", 0), ("stored", early), ("writing", writing), ("stored", middle), ("stored", late)]
+
+
+def kill_and_resume(folder: Path, n_bases: int = 16) -> KilledRun:
+    """Kill a scoring worker (SIGKILL, a real subprocess) at points tied to its progress, then let
+    it finish. The worker says on stdout when it has stored a chunk or is writing one, and waits at
+    the point it was asked to stop at, so each kill lands there on a machine of any speed."""
+    import pyarrow.parquet as pq
+
+    items_path = _scoring_items(folder, n_bases=n_bases)
+    total = len(pd.read_parquet(items_path))
+    chunks = -(-total // CHUNK_ITEMS)
+    run_folder = folder / "killed"
+    kills: list[Kill] = []
+    rescored: set[str] = set()  # versions of the chunk a kill caught mid-write
+    for kind, number in _kill_points(chunks, np.random.default_rng(SEED)):
+        before = len(stored_rows(run_folder))
+        done_chunks = before // CHUNK_ITEMS  # every stored chunk is whole: the last is never reached
+        pause = "" if kind == "load" else f"{kind}:{number - done_chunks}"
+        process = worker("score", str(run_folder), str(items_path), pause, stdin=subprocess.PIPE)
+        try:
+            said = wait_for_line(process, "loading" if kind == "load" else f"{kind} {number - done_chunks}")
+            partial = Path(said.split(maxsplit=2)[2]) if kind == "writing" else None
+            partial_seen = partial is not None and partial.exists()  # checked while the worker waits
+        finally:
+            rest = kill(process)
+        rows = stored_rows(run_folder)
+        if stored_twice(rows):
+            raise CaseFailed(f"after a kill {stored_twice(rows)} stored row(s) repeat rows stored before")
+        if kind == "load":
+            place = "during model load" if "scoring" not in rest.split() else "after model load, before scoring"
+            expected = before
+        elif kind == "stored":
+            place, expected = f"after {number} chunks stored", number * CHUNK_ITEMS
+        else:
+            place, expected = f"while chunk {number} was being written", (number - 1) * CHUNK_ITEMS
+            if partial_seen:
+                caught = set(pq.read_table(partial).column("item_id").to_pylist())
+                if caught & set(rows["item_id"]):
+                    raise CaseFailed(f"the chunk killed mid-write ({partial.name}) was stored all the same")
+                rescored |= caught
+        if len(rows) != expected:
+            raise CaseFailed(f"{len(rows)} versions stored after a kill {place}, not {expected}")
+        kills.append(Kill(place, len(rows), writing=kind == "writing", partial_seen=partial_seen))
+    check_kills(kills, total)
+    process = worker("score", str(run_folder), str(items_path), "", stdin=subprocess.DEVNULL)
+    output, errors = process.communicate(timeout=600)
+    if process.returncode != 0:
+        raise CaseFailed(f"the last run failed: {first_line(errors)}")
+    last_scored = int(output.split()[output.split().index("done") + 1])
+    rows = stored_rows(run_folder)
+    lost = check_resumed(rows, _reference(items_path))
+    if last_scored != total - kills[-1].stored:
+        raise CaseFailed(f"the last run scored {last_scored} versions, not the {total - kills[-1].stored} not stored")
+    if not rescored <= set(rows["item_id"]):
+        raise CaseFailed("the chunk killed mid-write was not scored again")
+    partials = len(list((run_folder / "scores").glob(".*.partial")))
+    return KilledRun(kills, total, chunks, last_scored, partials, lost)
+
+
+def describe_killed_run(run: KilledRun) -> tuple[str, str, int]:
+    """The row of the sweep's table for a `KilledRun` (its "said" fits the table's 240 characters)."""
+    stored = " → ".join(f"{hit.stored} {hit.place}" for hit in run.kills)
+    left = (f"{run.partials_left} half-written file left aside, never read" if run.partials_left
+            else "the half-written file removed")
+    return (f"scoring ({run.chunks} chunks of {CHUNK_ITEMS} versions) killed {len(run.kills)} times at points of its "
+            f"progress the worker announces and waits at, then run to the end ({left})",
+            f"stored after each kill: {stored}, of {run.total}; then the other {run.last_scored}, none twice: as an "
+            "uninterrupted run", run.lost)
 
 
 def case_kill_and_resume(folder: Path) -> tuple[str, str, int]:
-    """Kill a scoring subprocess at seeded random moments, then let it finish."""
-    items_path = _scoring_items(folder)
-    run_folder = folder / "killed"
-    rng = np.random.default_rng(SEED)
-    moments, stored = [], []
-    for attempt in range(6):
-        process = worker("score", str(run_folder), str(items_path))
-        if attempt == 0:  # during model load (before scoring starts)
-            delay = float(rng.uniform(0.5, 3.0))
-            time.sleep(delay)
-            moments.append(f"{delay:.1f} s after start")
-        else:  # between chunks or while one is written: a chunk takes ~15 ms, its write ~5 ms
-            wait_for_line(process, "scoring")
-            delay = float(rng.uniform(0.3, 1.0))
-            time.sleep(delay)
-            moments.append(f"{delay:.2f} s into scoring")
-        kill(process)
-        stored.append(len(stored_rows(run_folder)))
-    stored_before = stored[-1]
-    process = worker("score", str(run_folder), str(items_path))
-    output, errors = process.communicate(timeout=300)
-    if process.returncode != 0:
-        raise CaseFailed(f"the last run failed: {first_line(errors)}")
-    rows = stored_rows(run_folder)
-    twice = int(rows.duplicated(["model", "item_id", "scorer_boundary"]).sum())
-    lost = same_scores(_reference(items_path), rows)
-    if twice or lost:
-        raise CaseFailed(f"{twice} stored row(s) scored again, {lost} version(s) missing or different")
-    partials = len(list((run_folder / "scores").glob(".*.partial")))
-    return (f"scoring killed 6 times ({', '.join(moments)}), then run to the end",
-            f"versions stored after each kill: {' → '.join(map(str, stored))} of {len(rows)}; the last run scored "
-            f"only the other {len(rows) - stored_before}; "
-            f"nothing scored twice; {partials} half-written file(s) left aside; the table equals an "
-            "uninterrupted run", lost)
+    """Kill a scoring subprocess during model load, between chunks and mid-write, then let it finish."""
+    return describe_killed_run(kill_and_resume(folder))
 
 
 def case_corrupt_chunk(folder: Path) -> tuple[str, str, int]:
@@ -414,14 +542,14 @@ def case_corrupt_chunk(folder: Path) -> tuple[str, str, int]:
     items_path = _scoring_items(folder, n_bases=16)
     items = pd.read_parquet(items_path)
     run_folder = folder / "corrupt"
-    score(items, TINY, batch_size=2, chunk_items=4, store=run_folder, progress=False)
+    score(items, TINY, batch_size=2, chunk_items=CHUNK_ITEMS, store=run_folder, progress=False)
     parts = sorted((run_folder / "scores").glob("part-*.parquet"))
     damaged = parts[len(parts) // 2]
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
     (run_folder / "scores" / ".part-0-dead.parquet.partial").write_bytes(b"half a file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        table = score(items, TINY, batch_size=2, chunk_items=4, store=run_folder, progress=False)
+        table = score(items, TINY, batch_size=2, chunk_items=CHUNK_ITEMS, store=run_folder, progress=False)
     said = next((str(w.message) for w in caught if issubclass(w.category, StoreWarning)), "")
     lost = same_scores(_reference(items_path), table)
     if not said or lost:
@@ -697,15 +825,70 @@ def counts(table: pd.DataFrame) -> dict[str, int]:
 # Workers (subprocesses the cases start)
 # --------------------------------------------------------------------------------------------
 
-def _worker_score(run_folder: str, items_path: str) -> None:
+def _hold(line: str) -> None:
+    """Say `line` on stdout and wait until the parent closes stdin (or kills this process)."""
+    print(line, flush=True)
+    sys.stdin.readline()
+
+
+@contextlib.contextmanager
+def _pause_before_rename(say: Callable[[Path], None]) -> Iterator[None]:
+    """Within the block, renaming a `*.partial` file into place (the last step of
+    `runstore.write_atomically`) first calls `say(partial)`: the chunk's file is then on disk under
+    its temporary name, not yet in the store. For the kill-and-resume case's worker process only."""
+    rename = os.replace
+
+    def paused(source, target, *args, **kwargs):
+        if str(source).endswith(".partial"):
+            say(Path(source))
+        return rename(source, target, *args, **kwargs)
+
+    os.replace = paused
+    try:
+        yield
+    finally:
+        os.replace = rename
+
+
+class _AnnouncingStore(ScoreStore):
+    """A run's store as the kill-and-resume case's worker uses it: it says "stored <n>" on stdout
+    after this process stored its n-th chunk, and stops at `pause` ("stored:<n>": after the n-th
+    chunk is stored; "writing:<n>": after the n-th chunk's file is written, before it is renamed
+    into place, saying "writing <n> <file>") until the parent kills it."""
+
+    def __init__(self, run_folder: Path, pause: str = ""):
+        super().__init__(run_folder)
+        kind, _, number = pause.partition(":")
+        self.pause = (kind, int(number)) if pause else None
+        self.chunks = 0
+
+    def append(self, rows: pd.DataFrame) -> Path | None:
+        number = self.chunks + 1
+        if self.pause == ("writing", number):
+            with _pause_before_rename(lambda partial: _hold(f"writing {number} {partial}")):
+                path = super().append(rows)
+        else:
+            path = super().append(rows)
+        self.chunks = number
+        if self.pause == ("stored", number):
+            _hold(f"stored {number}")
+        else:
+            print(f"stored {number}", flush=True)
+        return path
+
+
+def _worker_score(run_folder: str, items_path: str, pause: str = "") -> None:
     from biasaudit.models import load_model
     from biasaudit.scoring import score
 
-    model = load_model(TINY, device="cpu")
-    print("scoring", flush=True)
-    score(pd.read_parquet(items_path), model, model_name=TINY, batch_size=2, chunk_items=4, store=Path(run_folder),
-          progress=False)
-    print("done", flush=True)
+    items = pd.read_parquet(items_path)
+    with one_thread():
+        print("loading", flush=True)
+        model = load_model(TINY, device="cpu")
+        print("scoring", flush=True)
+        table = score(items, model, model_name=TINY, batch_size=2, chunk_items=CHUNK_ITEMS,
+                      store=_AnnouncingStore(Path(run_folder), pause), progress=False)
+    print(f"done {table.attrs['n_scored']}", flush=True)
 
 
 def _worker_hold_lock(run_folder: str) -> None:

@@ -28,7 +28,8 @@ def case_study(scores: pd.DataFrame, base_id: str = "", options: StudyOptions = 
 
     `base_id` empty: `pick_case`. One row per model × version: model, item_id, language, variant,
     via, soft, binary, choice ("stereotyped", "anti-stereotyped" or "tie": the continuation the
-    model prefers), change (soft − the model's English soft) and the version's texts (context,
+    model prefers), drop (the model's English soft − soft: positive when the version scores lower, the
+    book's sign for every drop) and the version's texts (context,
     stereotyped, anti_stereotyped; missing in released scores). Versions are ordered English
     original first, then translations, then rewordings, each by language and route.
     """
@@ -43,7 +44,7 @@ def case_study(scores: pd.DataFrame, base_id: str = "", options: StudyOptions = 
     out = scored[["model", "item_id", "base_id", "source", "dimension", "language", "variant", "via", "soft",
                   "binary"]].copy()
     out["choice"] = out["binary"].map({1.0: "stereotyped", 0.0: "anti-stereotyped", 0.5: "tie"})
-    out["change"] = out["soft"] - out["model"].map(english)
+    out["drop"] = out["model"].map(english) - out["soft"]
     for column in ("context", "stereotyped", "anti_stereotyped"):
         out[column] = out["item_id"].map(texts[column]) if column in texts else None
     order = {"original": 0, "translation": 1, "rewording": 2}

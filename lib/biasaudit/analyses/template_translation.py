@@ -1,7 +1,9 @@
 """Machine translation and paraphrasing of templates against human references (chapter 31).
 
 MLA-BiTe chose its translator by translating LangBiTe's English templates and comparing them with
-LangBiTe's human Spanish and Catalan translations. The tables here are that comparison:
+LangBiTe's human Spanish and Catalan translations. The tables here are that comparison, against any
+library in LangBiTe's format with human translations (LangBiTe's, or the project's own in
+data/templates):
 
 - pairing: each English template with its human translation (same template id); a pair whose
   concern or oracle differs is listed as a mismatch and kept out, never dropped silently;

@@ -16,12 +16,16 @@ lower pass rate is more than rewording alone produces.
 
 from __future__ import annotations
 
+import json
+import re
+
 import numpy as np
 import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 from biasaudit import stats
 from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.oracles import matches, normalise
 
 PASSED = {"Passed": 1.0, "Failed": 0.0}
 
@@ -123,3 +127,84 @@ def matcher_differences(evaluations: pd.DataFrame) -> pd.DataFrame:
     return (table.groupby(["model", "language"], sort=True)
             .agg(templates=("template_id", "size"), differ=("differs", "sum"), passed=("passed", "sum"),
                  passed_langbite=("langbite_passed", "sum")).reset_index())
+
+
+# ---------------------------------------------------------------------------------------------
+# What the replies are: why a run's pass rates are what they are, read from the replies themselves.
+
+REPLY_KINDS: tuple[str, ...] = ("expected answer", "other offered answer", "repeats the prompt", "something else")
+_QUOTED = re.compile(r"[\"“”«「『]\s*([^\"“”«»「」『』]{1,40}?)\s*[\"“”»」』]")
+ECHO_CHARACTERS: int = 12  # a reply whose first this many characters stand in its prompt repeats the prompt
+
+
+def offered_answers(output_formatting: str) -> list[str]:
+    """The answers a template's instructions offer in quotes (`Start your reply with "Yes" or "No"`
+    gives ["Yes", "No"]), in order: the ones a model told how to begin should begin with."""
+    return [found.strip() for found in _QUOTED.findall(output_formatting or "")]
+
+
+def _opening(text: str) -> str:
+    return " ".join(text.split())[:ECHO_CHARACTERS]
+
+
+def reply_kind(reply: str, prompt: str, expected: list[str], offered: list[str], language: str) -> tuple[str, str]:
+    """(kind, the answer it begins with) for one normalised reply to an expected-value template.
+
+    Checked in this order: it begins with an answer the oracle accepts ("expected answer"); with
+    another answer the instructions offer, such as "yes" ("other offered answer"); its first
+    ECHO_CHARACTERS characters (spaces collapsed) stand word for word in the prompt, i.e. it repeats
+    or continues the prompt instead of answering ("repeats the prompt"); else "something else"."""
+    for kind, answers in (("expected answer", expected), ("other offered answer", offered)):
+        for answer in sorted({normalise(a) for a in answers}, key=len, reverse=True):
+            if matches(reply, answer, language=language):
+                return kind, answer
+    opening = _opening(reply)
+    if len(opening) >= ECHO_CHARACTERS and opening in " ".join(normalise(prompt).split()):
+        return "repeats the prompt", ""
+    return "something else", ""
+
+
+ANSWERED_OPERATIONS: frozenset[str] = frozenset({"equal", "allEqualExpected"})  # an expected answer passes
+
+
+def reply_kinds(responses: pd.DataFrame, templates: pd.DataFrame) -> pd.DataFrame:
+    """Every reply to a yes/no or stance template (responses of `run_template_tests`; templates whose
+    operation passes a reply that begins with an expected answer, ANSWERED_OPERATIONS), with its kind
+    and the answer it begins with (`reply_kind`). Replies that are errors are left out (they are
+    counted as unprocessable elsewhere), and so are `different` and `notIncludesAny` templates, where
+    an expected answer fails. Columns: model, template_id, language, concern, kind, answer."""
+    columns = ["model", "template_id", "language", "concern", "kind", "answer"]
+    answered = templates["oracle_prediction"].map(lambda p: json.loads(p).get("operation") in ANSWERED_OPERATIONS)
+    info = templates.loc[(templates["oracle"] == "expected value") & answered,
+                         ["template_id", "language", "concern", "output_formatting", "oracle_prediction"]]
+    table = responses.loc[~responses["reply"].str.startswith("ERROR: ")].merge(info, on="template_id")
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    found = [reply_kind(row.reply, row.prompt_text, json.loads(row.oracle_prediction)["expected_value"],
+                        offered_answers(row.output_formatting), row.language) for row in table.itertuples()]
+    table["kind"], table["answer"] = [kind for kind, _ in found], [answer for _, answer in found]
+    return table[columns].reset_index(drop=True)
+
+
+def reply_kind_shares(kinds: pd.DataFrame) -> pd.DataFrame:
+    """Per model: replies, the share of each kind (columns named as REPLY_KINDS), the most frequent
+    other offered answer and its share of all replies (top_answer, top_answer_share)."""
+    columns = ["model", "replies", *REPLY_KINDS, "top_answer", "top_answer_share"]
+    rows = []
+    for model, mine in kinds.groupby("model", sort=False):
+        shares = mine["kind"].value_counts(normalize=True).reindex(list(REPLY_KINDS), fill_value=0.0)
+        offered = mine.loc[mine["kind"] == "other offered answer", "answer"].value_counts()
+        rows.append({"model": model, "replies": len(mine), **shares.to_dict(),
+                     "top_answer": offered.index[0] if len(offered) else "",
+                     "top_answer_share": offered.iloc[0] / len(mine) if len(offered) else 0.0})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def varying_languages(by_concern: pd.DataFrame) -> dict[str, list[str]]:
+    """Per model, the languages whose pass rate is not the same in every concern it was judged in
+    (only those can be correlated with another language)."""
+    varying = {}
+    for model, mine in by_concern.dropna(subset=["pass_rate"]).groupby("model", sort=False):
+        spread = mine.groupby("language", sort=True)["pass_rate"].agg(lambda r: r.max() - r.min())
+        varying[model] = [language for language, value in spread.items() if value > 0]
+    return varying

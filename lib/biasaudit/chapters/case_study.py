@@ -14,7 +14,7 @@ TEXTS_STYLE = TableStyle(columns={"item_id": "item", "language": "language", "va
                                   "context": "context", "stereotyped": "stereotyped",
                                   "anti_stereotyped": "anti-stereotyped"})
 CASE_STYLE = TableStyle(columns={"model": "model", "language": "language", "variant": "variant", "via": "made by",
-                                 "soft": "soft", "choice": "choice", "change": "change from English"})
+                                 "soft": "soft", "choice": "choice", "drop": "drop (English − version)"})
 
 
 def translations_text(case: pd.DataFrame) -> tuple[str, str, str]:
@@ -26,17 +26,30 @@ def translations_text(case: pd.DataFrame) -> tuple[str, str, str]:
     lines = [f"{model} keeps the stereotyped choice in {n} of {int((translations['model'] == model).sum())} "
              "translations" for model, n in kept.items()]
     kept_text = "; ".join(lines) + "." if lines else "This run has no translations of the item."
-    if len(translations):
-        lowest = translations.loc[translations["change"].idxmin()]
-        lowest_text = (f"The largest fall is in {language_label(lowest['language'])} for {lowest['model']}: {lowest['soft']:.3f}, "
-                       f"{-lowest['change']:.3f} below its English score. Over models and languages the item's "
-                       f"translated score is {translations['soft'].mean():.3f} on average, against "
-                       f"{english['soft'].mean():.3f} in English")
+    if len(translations) and translations["drop"].max() > 0:
+        lowest = translations.loc[translations["drop"].idxmax()]
+        lowest_text = (f"The largest fall is in {language_label(lowest['language'])} for {lowest['model']}: "
+                       f"{lowest['soft']:.3f}, {lowest['drop']:.3f} below its English score. ")
+    elif len(translations):
+        lowest_text = "No translation scores below its model's English score. "
     else:
         lowest_text = "No translation to compare"
-    rewording_text = (f"; its English rewordings score {rewordings['soft'].mean():.3f} on average (from "
-                      f"{rewordings['soft'].min():.3f} to {rewordings['soft'].max():.3f})." if len(rewordings) else ".")
-    return kept_text, lowest_text, rewording_text
+    if len(translations):
+        lowest_text += (f"Over models and languages the item's translated score is {translations['soft'].mean():.3f} "
+                        f"on average, against {english['soft'].mean():.3f} in English")
+    return kept_text, lowest_text, rewording_sentence(rewordings["soft"])
+
+
+def rewording_sentence(soft: pd.Series) -> str:
+    """The tail of the case's score sentence: the English rewordings' scores (one, all equal, or a range)."""
+    if soft.empty:
+        return "."
+    if len(soft) == 1:
+        return f"; its one English rewording scores {soft.iloc[0]:.3f}."
+    if f"{soft.min():.3f}" == f"{soft.max():.3f}":
+        return f"; its {len(soft)} English rewordings all score {soft.iloc[0]:.3f}."
+    return (f"; its {len(soft)} English rewordings score {soft.mean():.3f} on average (from {soft.min():.3f} to "
+            f"{soft.max():.3f}).")
 
 
 def report(params: RunParams) -> Report:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit import analyses, charts
+from biasaudit.chapters.faithful import read_similarity
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle, spoken_list
 from biasaudit.study import Study
@@ -15,20 +16,25 @@ POWER_STYLE = TableStyle(columns={
     "detected_se": "standard error", "any_detected": "runs with a detection", "false_alarm": "false alarms"})
 LANGUAGE_STYLE = TableStyle(columns={
     "language": "language", "sd": "SD of the per-item changes", "observed": "observed |drop| (median over models)",
-    "power_observed": "power at the observed drop", "delta_80": "smallest δ caught ≥ 80%"},
-    formats={"power_observed": "{:.0%}"})
+    "power_observed": "power at the observed drop (as in chapter 22)", "delta_80": "smallest δ caught ≥ 80% (curve)"},
+    formats={"power_observed": "{:.0%}", "language": language_label})
 
 
-def language_summary(curves: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
-    """Per language: the scatter of its cells, its observed |drop|, the power at the largest shift tried
-    that does not exceed it, and the smallest shift caught in at least 80% of its cells."""
+def language_summary(curves: pd.DataFrame, cells: pd.DataFrame, verdict_cells: pd.DataFrame) -> pd.DataFrame:
+    """Per language: the scatter of its cells, its observed |drop| (median over models), the power at
+    that drop, and the smallest shift of the curve caught in at least 80% of its cells.
+
+    The power at the observed drop is chapter 22's (`analyses.verdict.cell_power`: each cell's test at
+    its own drop, the other cells at their observed p-values), median over the language's models, as
+    chapter 22's language table gives it; the curve lowers all of one language's cells together
+    while the others stay at zero, so its value at the same δ need not be the same."""
+    power = verdict_cells.groupby("language")["power"].median()
     rows = []
     for language, curve in curves.groupby("language", sort=True):
         observed = float(cells.loc[cells["language"] == language, "drop"].abs().median())
-        below = curve.loc[curve["delta"] <= observed]
         caught = curve.loc[curve["detected"] >= 0.8, "delta"]
         rows.append({"language": language, "sd": float(curve["sd"].iloc[0]), "observed": observed,
-                     "power_observed": float(below["detected"].iloc[-1]) if len(below) else float("nan"),
+                     "power_observed": float(power.get(language, float("nan"))),
                      "delta_80": float(caught.min()) if len(caught) else float("nan")})
     return pd.DataFrame(rows)
 
@@ -40,12 +46,13 @@ def report(params: RunParams) -> Report:
         study.scores, study.options, deltas=list(params.deltas), n_runs=params.n_runs),
         list(params.deltas), params.n_runs)
     cells = study.cells()
+    verdict_cells = study.verdict_cells(read_similarity(params), params.faithful_threshold, params.n_runs)
     observed = (float(cells["drop"].abs().min()), float(cells["drop"].abs().max()))
     null = power.loc[power["delta"] == 0.0]
     caught = power.loc[power["detected"] >= 0.8, "delta"]
     median_drop = float(cells["drop"].abs().median())
     below = power.loc[power["delta"] <= median_drop]
-    by_language = language_summary(curves, cells)
+    by_language = language_summary(curves, cells, verdict_cells)
     floor_sd = float(analyses.floor_cells(study.scores, study.options)["sd"].median()) if len(power) else float("nan")
     weak = by_language.loc[by_language["power_observed"] < 0.8, "language"].tolist()
     nan = float("nan")

@@ -2,20 +2,29 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from biasaudit import charts
+from biasaudit.models import OFFLINE_MODELS
 from biasaudit.params import RunParams
+from biasaudit.prose import run_scope
 from biasaudit.report import Report, TableStyle
 from biasaudit.study import Study
 
 DROPS_STYLE = TableStyle(columns={
     "language": "language", "n_items": "items", "n_models": "models", "soft": "soft score", "binary": "binary score",
-    "drop": "drop (English − language)", "drop_low": "low", "drop_high": "high",
+    "drop": "drop (English − language)", "interval": "95% interval across models",
     "reliable_drops": "models with a reliable drop", "slope": "carry-over slope", "same_choice": "same choice",
     "fluency": "fluency"})
 CELLS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "n": "items", "drop": "drop (English − language)", "p": "p", "q": "q",
     "reliable": "reliable", "drop_binary": "drop (binary)", "q_binary": "q (binary)", "sd": "SD of the changes",
     "noise_only": "noise only"}, decimals=4)
+
+
+def interval_column(low: pd.Series, high: pd.Series) -> list[str]:
+    """"[low, high]" per row, empty where there is no interval (English, or a single model)."""
+    return ["" if pd.isna(a) or pd.isna(b) else f"[{a:.3f}, {b:.3f}]" for a, b in zip(low, high)]
 
 
 def report(params: RunParams) -> Report:
@@ -25,7 +34,8 @@ def report(params: RunParams) -> Report:
     others = drops.loc[drops["language"] != "en"]
     english = drops.loc[drops["language"] == "en"].iloc[0]
     out = Report()
-    out.add_table("drops", drops, DROPS_STYLE)
+    out.add_table("drops", drops.assign(interval=interval_column(drops["drop_low"], drops["drop_high"])),
+                  DROPS_STYLE)
     out.add_table("cells", cells, CELLS_STYLE)
     out.values.update({
         "n_models": int(english["n_models"]), "n_items": int(english["n_items"]),
@@ -36,6 +46,8 @@ def report(params: RunParams) -> Report:
         "n_reliable_rise": int((cells["reliable"] & (cells["drop"] < 0)).sum()),
         "n_reliable_binary": int((cells["reliable_binary"] & (cells["drop_binary"] > 0)).sum()),
         "mean_slope": float(others["slope"].mean()), "mean_same_choice": float(others["same_choice"].mean()),
+        "scope_text": run_scope(released=bool(params.released_scores), models=sorted(study.scores["model"].unique()),
+                                offline=list(OFFLINE_MODELS)),
     })
     out.figures["drops"] = charts.drop_bars(drops)
     out.figures["heatmap"] = charts.drop_heatmap(cells)

@@ -31,6 +31,13 @@ def floor_against_noise(floor: float, noise_only: float) -> str:
             "systematic effect of the rewording itself, which a translation carries too.")
 
 
+def above_model_floor(language_cells: pd.DataFrame, floor_cells: pd.DataFrame) -> pd.Series:
+    """Per model × language cell: is its |drop| larger than its own model's floor (the median over the
+    model's routes)? The first step of chapter 22's rule, so the two chapters count the same cells."""
+    model_floor = language_cells["model"].map(floor_cells.groupby("model")["floor"].median())
+    return language_cells["drop"].abs() > model_floor
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     floor = study.noise_floor()
@@ -54,7 +61,7 @@ def report(params: RunParams) -> Report:
         "route_narrowest": str(narrowest["via"]), "n_above_noise": int((routes["floor"] > routes["noise_only"]).sum()),
         "n_language_cells": len(language_cells),
         "median_language_drop": float(language_cells["drop"].abs().median()),
-        "n_language_above_floor": int((language_cells["drop"].abs() > overall["floor"]).sum()),
+        "n_language_above_floor": int(above_model_floor(language_cells, cells).sum()),
         "unchanged_text": (f"{unchanged:.0%} of the text fields (context and the three options) came back unchanged"
                            if pd.notna(unchanged) else
                            "this run's table carries no item texts, so unchanged fields cannot be counted"),

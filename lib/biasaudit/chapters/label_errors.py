@@ -134,6 +134,29 @@ def released_text(released_errors: pd.DataFrame, raw: pd.DataFrame | None) -> st
             f"moves the English score from {fixed['english_soft']:.3f} to {both['english_soft']:.3f}{hidden}")
 
 
+def summary_text(examples: list[bool], errors: pd.DataFrame, per_source: pd.DataFrame,
+                 released_errors: pd.DataFrame) -> str:
+    """The chapter's Summary: what this page shows, and only that. `examples` says which of the three
+    errors got a concrete item above."""
+    shown = [what for what, has in zip(("a StereoSet item whose sentences trade roles",
+                                        "a BBQ item whose roles come from answer order",
+                                        "the tokens the boundary error leaves unscored"), examples) if has]
+    parts = [f"Each error is a switch of the real pipeline; shown on a concrete item here: {spoken_list(shown)}."
+             if shown else "No error could be shown on a concrete item in this run (see above why)."]
+    if errors.empty:
+        parts.append("No combination of the errors could be rerun on this run's items.")
+    else:
+        public = set(per_source["source"]) & {"stereoset", "bbq"} if "source" in per_source else set()
+        parts.append("All eight combinations of the errors are rerun on this run's items (the part rescored is said "
+                     "above)" + ("" if public else "; with no StereoSet or BBQ item among them, errors 1 and 2 change "
+                                                    "nothing here") + ".")
+    if not released_errors.empty:
+        parts.append("Errors 1 and 2 are also rerun on the paper's released scores, whose raw files carry them.")
+    parts.append("None of the errors raises an error or a warning: only checks against the data's own documentation "
+                 "(label names, answer metadata, token offsets) catch them.")
+    return " ".join(parts)
+
+
 def released_folder(params: RunParams):
     """The folder of released scores for the real-data case: the run's own, else any on this machine."""
     if params.released_scores:
@@ -194,4 +217,6 @@ def report(params: RunParams) -> Report:
     has_ablation = ablation is not None and ablation.exists()
     out.add_table("paper_ablation", pd.read_csv(ablation) if has_ablation else pd.DataFrame(), QUIET)
     out.values["ablation_text"] = ABLATION_TEXT if has_ablation else NO_ABLATION
+    out.values["summary_text"] = summary_text([not out.tables[f"example_{k}"].empty for k in (1, 2, 3)], errors,
+                                              per_source, released_errors)
     return out

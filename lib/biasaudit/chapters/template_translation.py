@@ -1,22 +1,46 @@
 """Chapter 31: which machine translator would MLA-BiTe choose? Translators and paraphrases of
-LangBiTe's English templates judged against LangBiTe's human Spanish and Catalan translations, and
-machine-translated items scored against the human ones."""
+English templates judged against human translations of them, and machine-translated items scored
+against the human ones.
+
+The human reference is LangBiTe's library (its human Spanish and Catalan, MLA-BiTe's own reference)
+when it is on this machine or asked for, else the project's own library in data/templates (human
+translations in seven languages), so that an offline run on a fresh machine still has numbers.
+Every sentence the page shows that depends on the run is built by a function here (tested on its
+edge cases: nothing, a single value, ties)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal, Sequence
 
-import numpy as np
 import pandas as pd
 
 from biasaudit import charts, judge
 from biasaudit.analyses import template_translation as tx
 from biasaudit.params import RunParams
-from biasaudit.paths import run_dir
-from biasaudit.report import Report, TableStyle, spoken_list
+from biasaudit.paths import PROJECT_ROOT, run_dir
+from biasaudit.prose import (
+    count_noun,
+    language_names,
+    lead,
+    magnitude,
+    reasons_sentence,
+    spoken_clauses,
+    spoken_list,
+    value_range,
+)
+from biasaudit.report import Report, TableStyle
 from biasaudit.runstore import ScoreStore, write_atomically
-from biasaudit.templates import find_langbite, langbite_folder, read_langbite_library, sample_templates
+from biasaudit.templates import (
+    LANGBITE_LANGUAGES,
+    PROJECT_LIBRARY,
+    find_langbite,
+    langbite_folder,
+    read_langbite_library,
+    read_project_library,
+    sample_templates,
+)
 from biasaudit.translate import Paraphraser, make_translator
 from biasaudit.translate.languages import language_label
 
@@ -40,36 +64,121 @@ ITEMS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "translator": "translator", "n": "items",
     "drop_human": "drop (human translation)", "drop_machine": "drop (machine translation)",
     "difference": "machine − human drop", "p": "p", "q": "q", "reliable": "reliable"}, empty="")
-NOT_HERE = "not computed: LangBiTe's templates are not on this machine (see the top of the chapter)."
+PAIRING_STYLE = TableStyle(columns={
+    "language": "language", "english": "English templates", "human": "human translations", "paired": "paired",
+    "mismatched": "mismatched (listed below)", "english_only": "English only"}, empty="")
+MISMATCH_STYLE = TableStyle(columns={"base_id": "template", "language": "language", "problem": "problem"}, empty="")
+REFUSED_STYLE = TableStyle(columns={
+    "base_id": "template", "language": "language", "english": "English", "reference": "human translation",
+    "reason": "why the rules refuse it"}, empty="")
+EXAMPLES_STYLE = TableStyle(columns={
+    "via": "translator", "language": "language", "hypothesis": "machine", "reference": "human",
+    "chrf": "chrF", "cosine": "cosine"}, empty="")
+Source = Literal["langbite", "project"]
+# LangBiTe's human translations: every language of its library but English.
+LANGBITE_REFERENCES: list[str] = [code for code in LANGBITE_LANGUAGES.values() if code != "en"]
+
+
+# --- which human reference, in which languages ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceChoice:
+    """Which library is the human reference, and in which of its languages this run compares."""
+
+    source: Source
+    folder: Path
+    languages: list[str]  # the reference languages compared in (may be empty: nothing to compare)
+    chosen_from: str  # "reference_languages", "languages" (the run's, as a fallback), or "" (neither)
+    asked: list[str]  # the run's reference_languages
+    run_languages: list[str]  # the run's languages
+    available: list[str]  # the library's languages besides English
+    fell_back: bool  # reference_library "auto" found no LangBiTe files and took the project's library
+
+    @property
+    def shown_folder(self) -> str:
+        """The folder as the page names it: relative to the project when it is inside it."""
+        try:
+            return self.folder.resolve().relative_to(PROJECT_ROOT.resolve()).as_posix()
+        except ValueError:
+            return str(self.folder)
+
+
+def library_languages(folder: Path = PROJECT_LIBRARY) -> list[str]:
+    """The languages besides English that a project-format library has a templates_<lang>.tsv for."""
+    return sorted(path.stem.removeprefix("templates_") for path in folder.glob("templates_*.tsv")
+                  if path.stem != "templates_en")
+
+
+def choose_languages(available: Sequence[str], reference_languages: Sequence[str],
+                     run_languages: Sequence[str]) -> tuple[list[str], str]:
+    """The languages to compare in, and the list they came from: those of `reference_languages` the
+    library has; if none, those of the run's `languages` it has (so the project's library, which has
+    no Catalan, is still compared where the run asks models); if neither, none ("")."""
+    for name, wanted in (("reference_languages", reference_languages), ("languages", run_languages)):
+        chosen = [code for code in dict.fromkeys(wanted) if code in available and code != "en"]
+        if chosen:
+            return chosen, name
+    return [], ""
+
+
+def choose_reference(params: RunParams) -> ReferenceChoice:
+    """The reference library of `reference_library`: "auto" takes LangBiTe's files when they are
+    already on this machine (never downloading) and the project's library otherwise; "project" the
+    project's; "download" or a folder LangBiTe's."""
+    found = None
+    if params.reference_library == "auto":
+        found = find_langbite()
+    if params.reference_library == "project" or (params.reference_library == "auto" and found is None):
+        source: Source = "project"
+        folder, available = PROJECT_LIBRARY, library_languages(PROJECT_LIBRARY)
+    else:
+        source = "langbite"
+        folder = found if found is not None else langbite_folder(params.reference_library)
+        available = list(LANGBITE_REFERENCES)
+    languages, chosen_from = choose_languages(available, params.reference_languages, params.languages)
+    return ReferenceChoice(source, Path(folder), languages, chosen_from, list(params.reference_languages),
+                           list(params.languages), available,
+                           fell_back=params.reference_library == "auto" and source == "project")
 
 
 @dataclass
 class References:
-    """LangBiTe's templates with their human translations, and the sample this run translates."""
+    """The human reference library with its translations, and the sample this run translates."""
 
-    folder: Path
+    choice: ReferenceChoice
     templates: pd.DataFrame
     communities: dict
     pairs: pd.DataFrame  # English template × language with its human translation
     mismatches: pd.DataFrame
     sample: pd.DataFrame  # English originals, a seeded sample of those paired in every language
 
+    @property
+    def languages(self) -> list[str]:
+        return self.choice.languages
 
-def references(params: RunParams) -> References | None:
-    """LangBiTe's library from `reference_library` ("auto": already on this machine, else None)."""
-    if params.reference_library == "auto":
-        folder = find_langbite()
-        if folder is None:
-            return None
+
+def references(params: RunParams) -> References:
+    """The chosen library read in the chosen languages, paired, and sampled (`reference_templates`
+    per concern, seeded) among the English templates with a human translation in every one."""
+    choice = choose_reference(params)
+    languages = choice.languages
+    if choice.source == "project":
+        templates, communities = read_project_library(languages, choice.folder, paraphrases=False)
     else:
-        folder = langbite_folder(params.reference_library)
-    templates, communities, _ = read_langbite_library(folder, params.reference_languages)
-    languages = list(params.reference_languages)
+        templates, communities, _ = read_langbite_library(choice.folder, languages)
     pairs, mismatches = tx.pair_references(templates, languages)
-    in_all = pairs.groupby("base_id")["language"].nunique().loc[lambda n: n == len(languages)].index
-    english = templates.loc[(templates["language"] == "en") & templates["base_id"].isin(in_all)]
+    if languages:
+        in_all = pairs.groupby("base_id")["language"].nunique().loc[lambda n: n == len(languages)].index
+    else:
+        in_all = pd.Index([])
+    english = templates.loc[(templates["language"] == "en") & (templates["variant"] == "original")
+                            & templates["base_id"].isin(in_all)]
     sample = sample_templates(english, params.reference_templates, params.seed)
-    return References(folder, templates, communities, pairs, mismatches, sample.reset_index(drop=True))
+    return References(choice, templates, communities, pairs, mismatches, sample.reset_index(drop=True))
+
+
+# --- the measurements ------------------------------------------------------------------------------
 
 
 def _filled(texts, language: str, communities: dict) -> list[str]:
@@ -82,24 +191,29 @@ def _similarities(left: list[str], right: list[str], language: str, embedder) ->
     return scores
 
 
+TRANSLATION_COLUMNS: list[str] = ["via", "language", "base_id", "field", "text", "prompt", "reason"]
+QUALITY_COLUMNS: list[str] = ["via", "language", "base_id", "hypothesis", "reference", "bleu", "chrf", "cosine"]
+
+
 def translations(refs: References, params: RunParams, embedder) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Every translator on the sample's questions: (translated, failed with the reason, per-template
     quality against the human reference with placeholders filled by the same communities).
 
     Only the question is translated here, the field each human translation can be compared with;
     chapter 30 translates every field of a template (task prefix, answer format, expected answers)."""
-    made, failed = [], []
+    made, failed = [pd.DataFrame(columns=TRANSLATION_COLUMNS)], [pd.DataFrame(columns=TRANSLATION_COLUMNS)]
     for name in params.translators:
         translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, progress=False,
                                      max_new_tokens=params.reply_tokens)
-        for language in params.reference_languages:
+        for language in refs.languages:
             out = translator.translate_detailed(refs.sample["prompt"].tolist(), "en", language)
             rows = pd.DataFrame({"via": translator.name, "language": language, "base_id": refs.sample["base_id"],
                                  "field": "prompt", "text": out["text"], "prompt": out["translation"],
                                  "reason": out["reason"]})
             made.append(rows.loc[rows["prompt"].notna()])
             failed.append(rows.loc[rows["prompt"].isna()])
-    made, failed = pd.concat(made, ignore_index=True), pd.concat(failed, ignore_index=True)
+    made = pd.concat([m for m in made if len(m)] or made[:1], ignore_index=True)
+    failed = pd.concat([f for f in failed if len(f)] or failed[:1], ignore_index=True)
     quality = []
     for language, group in made.merge(refs.pairs[["base_id", "language", "reference"]],
                                       on=["base_id", "language"]).groupby("language", sort=False):
@@ -109,8 +223,7 @@ def translations(refs: References, params: RunParams, embedder) -> tuple[pd.Data
         quality.append(pd.DataFrame({"via": group["via"].to_numpy(), "language": language,
                                      "base_id": group["base_id"].to_numpy(), "hypothesis": hypotheses,
                                      "reference": human}).join(scores))
-    columns = ["via", "language", "base_id", "hypothesis", "reference", "bleu", "chrf", "cosine"]
-    return made, failed, pd.concat(quality, ignore_index=True) if quality else pd.DataFrame(columns=columns)
+    return made, failed, pd.concat(quality, ignore_index=True) if quality else pd.DataFrame(columns=QUALITY_COLUMNS)
 
 
 def paraphrases(refs: References, params: RunParams, embedder) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -118,8 +231,9 @@ def paraphrases(refs: References, params: RunParams, embedder) -> tuple[pd.DataF
     English and in each reference language (of the human translation), each judged against its
     source: (one row per paraphrase, templates that got fewer than P with the reason)."""
     sources = [("en", refs.sample["base_id"], refs.sample["prompt"])]
-    for language in params.reference_languages:
-        chosen = refs.pairs.loc[(refs.pairs["language"] == language) & refs.pairs["base_id"].isin(refs.sample["base_id"])]
+    for language in refs.languages:
+        chosen = refs.pairs.loc[(refs.pairs["language"] == language)
+                                & refs.pairs["base_id"].isin(refs.sample["base_id"])]
         sources.append((language, chosen["base_id"], chosen["reference"]))
     rows, short = [], []
     for p in range(1, params.max_paraphrases + 1):
@@ -143,17 +257,31 @@ def paraphrases(refs: References, params: RunParams, embedder) -> tuple[pd.DataF
     return out, pd.DataFrame(short, columns=["language", "P", "base_id", "made", "reason"])
 
 
+def english_versions(refs: References, params: RunParams, para: pd.DataFrame) -> pd.DataFrame:
+    """The English paraphrases P2T translates: those of P = n_paraphrases from the paraphrase
+    section, or, when max_paraphrases stops below n_paraphrases, a request for n_paraphrases of them."""
+    if params.n_paraphrases <= params.max_paraphrases:
+        return para.loc[(para["language"] == "en") & (para["P"] == params.n_paraphrases), ["base_id", "paraphrase"]]
+    paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
+                              device=params.device_or_none, max_new_tokens=params.reply_tokens, progress=False)
+    table = paraphraser.paraphrase_detailed(refs.sample["prompt"].tolist(), "en")
+    return pd.DataFrame([{"base_id": b, "paraphrase": r} for b, rewordings in zip(refs.sample["base_id"],
+                                                                                 table["rewordings"])
+                         for r in rewordings], columns=["base_id", "paraphrase"])
+
+
 def orders(refs: References, params: RunParams, made: pd.DataFrame, english_paraphrases: pd.DataFrame,
            embedder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """P2T (the English paraphrases, translated) and T2P (the translations, paraphrased in the target
     language), each version's cosine to the human reference: (P2T rows, T2P rows)."""
     paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
                               device=params.device_or_none, max_new_tokens=params.reply_tokens, progress=False)
-    p2t, t2p = [], []
+    columns = ["via", "language", "base_id", "version"]
+    p2t, t2p = [pd.DataFrame(columns=columns)], [pd.DataFrame(columns=columns)]
     for name in params.translators:
         translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, progress=False,
                                      max_new_tokens=params.reply_tokens)
-        for language in params.reference_languages:
+        for language in refs.languages:
             out = translator.translate_detailed(english_paraphrases["paraphrase"].tolist(), "en", language)
             p2t.append(pd.DataFrame({"via": translator.name, "language": language,
                                      "base_id": english_paraphrases["base_id"].to_numpy(),
@@ -162,17 +290,17 @@ def orders(refs: References, params: RunParams, made: pd.DataFrame, english_para
             table = paraphraser.paraphrase_detailed(mine["prompt"].tolist(), language)
             t2p.append(pd.DataFrame([{"via": translator.name, "language": language, "base_id": b, "version": r}
                                      for b, rewordings in zip(mine["base_id"], table["rewordings"])
-                                     for r in rewordings], columns=["via", "language", "base_id", "version"]))
+                                     for r in rewordings], columns=columns))
 
     def judged(frames: list[pd.DataFrame]) -> pd.DataFrame:
-        table = pd.concat(frames, ignore_index=True).dropna(subset=["version"])
+        table = pd.concat([f for f in frames if len(f)] or frames[:1], ignore_index=True).dropna(subset=["version"])
         table = table.merge(refs.pairs[["base_id", "language", "reference"]], on=["base_id", "language"])
         parts = []
         for language, group in table.groupby("language", sort=False):
             left = _filled(group["version"], language, refs.communities)
             right = _filled(group["reference"], language, refs.communities)
             parts.append(group.assign(cosine=judge.pairwise_cosine(embedder, left, right)))
-        return pd.concat(parts, ignore_index=True) if parts else table.assign(cosine=[])
+        return pd.concat(parts, ignore_index=True) if parts else table.assign(cosine=pd.Series(dtype=float))
 
     return judged(p2t), judged(t2p)
 
@@ -203,38 +331,43 @@ def machine_items(params: RunParams) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return items, cells, ""
 
 
+# --- the chapter -----------------------------------------------------------------------------------
+
+QUALITY_LEAD = "A mean hides how a translator fails. Per template:"
+EXAMPLES_LEAD = "The templates furthest from the human translation, per translator and language (at most two each):"
+
+
 def report(params: RunParams) -> Report:
-    """Translators and paraphrases against LangBiTe's human references; machine-translated items scored."""
+    """Translators and paraphrases against the human reference; machine-translated items scored."""
     out = Report()
-    languages = list(params.reference_languages)
-    out.values.update({"translators": spoken_list(list(params.translators)) or "none",
-                       "paraphraser": params.paraphraser, "languages": spoken_list([language_label(c) for c in languages]),
-                       "max_paraphrases": params.max_paraphrases, "n_paraphrases": params.n_paraphrases,
-                       "reference_templates": params.reference_templates, "reply_tokens": params.reply_tokens})
-    items, cells, items_text = machine_items(params)
-    out.add_table("item_cells", cells, ITEMS_STYLE)
-    out.values["items_text"] = items_text or _items_text(cells, items)
     refs = references(params)
-    if refs is None:
-        return _without_library(out)
-    out.values["library_text"] = f"LangBiTe's templates were read from {refs.folder}."
+    languages = refs.languages
+    out.values.update({
+        "run_text": run_text(list(params.translators), params.paraphraser, languages),
+        "parameters_text": parameters_text(params.reference_templates, params.max_paraphrases, params.reply_tokens),
+        "reply_tokens": params.reply_tokens, "library_text": library_text(refs.choice),
+        "reference_summary": reference_summary(refs.choice),
+        "paraphrase_method_text": paraphrase_method_text(params.max_paraphrases, languages),
+        "versions_text": versions_text(params.n_paraphrases), "embedder": params.embedder})
+    items, cells, items_note = machine_items(params)
+    out.add_table("item_cells", cells, ITEMS_STYLE)
+    out.values["items_text"] = items_note or items_text(cells, items)
+
     counts = tx.pairing_counts(refs.templates, refs.pairs, refs.mismatches, languages)
-    out.add_table("pairing", counts, TableStyle(columns={
-        "language": "language", "english": "English templates", "human": "human translations", "paired": "paired",
-        "mismatched": "mismatched (listed below)", "english_only": "English only"}))
-    out.add_table("mismatches", refs.mismatches, TableStyle(columns={"base_id": "template", "language": "language",
-                                                                      "problem": "problem"}, empty=""))
+    out.add_table("pairing", counts, PAIRING_STYLE)
+    out.add_table("mismatches", refs.mismatches, MISMATCH_STYLE)
     refused = tx.reference_check(refs.pairs)
-    out.add_table("refused", refused, TableStyle(columns={
-        "base_id": "template", "language": "language", "english": "English", "reference": "human translation",
-        "reason": "why the rules refuse it"}, empty=""))
-    out.values["refused_text"] = _refused_text(refused, refs.pairs, languages)
-    out.values.update({"n_english": int(counts["english"].iloc[0]), "n_sample": len(refs.sample),
-                       "n_concerns": int(refs.sample["concern"].nunique()),
-                       "mismatch_text": (f"{len(refs.mismatches)} translation(s) do not match their English template "
-                                         "and are listed here; they are left out:" if len(refs.mismatches) else
-                                         "Every human translation has the same concern and oracle as its English "
-                                         "template, so no pair is left out for a mismatch.")})
+    out.add_table("refused", refused, REFUSED_STYLE)
+    n_concerns = int(refs.sample["concern"].nunique()) if len(refs.sample) else 0
+    n_english = int(((refs.templates["language"] == "en") & (refs.templates["variant"] == "original")).sum())
+    out.values.update({"n_english": n_english, "n_sample": len(refs.sample), "n_concerns": n_concerns,
+                       "reference_text": reference_text(counts, len(refs.sample), n_concerns, languages),
+                       "mismatch_text": mismatch_text(refs.mismatches) if languages else "",
+                       "refused_text": refused_text(refused, refs.pairs, languages) if languages else ""})
+    if not languages:
+        return _nothing_to_compare(out, "there is no reference language (see the human reference above)")
+    if refs.sample.empty:
+        return _nothing_to_compare(out, "no English template has a human translation in every reference language")
 
     embedder = judge.load_embedder(params.embedder)
     out.values["embedder"] = embedder.name
@@ -245,143 +378,371 @@ def report(params: RunParams) -> Report:
     rates, reasons = tx.success_rates(made, failed, params.level)
     out.add_table("rates", rates, RATES_STYLE)
     out.add_table("reasons", reasons, REASONS_STYLE)
-    out.values["success_text"] = _success_text(rates, reasons)
+    out.values["success_text"] = success_text(rates, reasons, list(params.translators))
     corpus = tx.corpus_quality(quality)
     out.add_table("quality", corpus, QUALITY_STYLE)
-    out.values["quality_text"] = _quality_text(corpus)
+    out.values["quality_text"] = quality_text(corpus)
     long = pd.concat([quality.assign(metric="cosine", value=quality["cosine"]),
                       quality.assign(metric="chrF / 100", value=quality["chrf"] / 100)], ignore_index=True)
     long["group"] = long["via"] + " · " + long["language"]
     out.figures["quality"] = charts.metric_boxes(
         long, "value", box="group", row="metric", x_title="against the human translation",
         title="Per template: machine against human translation (placeholders filled alike)") if len(long) else None
+    out.values["quality_lead"] = lead(QUALITY_LEAD, out.figures["quality"] is not None)
     examples = quality.sort_values("cosine", kind="stable").groupby(["via", "language"], sort=False).head(2)
-    out.add_table("examples", examples, TableStyle(columns={
-        "via": "translator", "language": "language", "hypothesis": "machine", "reference": "human",
-        "chrf": "chrF", "cosine": "cosine"}, empty=""))
+    out.add_table("examples", examples, EXAMPLES_STYLE)
+    out.values["examples_lead"] = lead(EXAMPLES_LEAD, len(examples) > 0)
 
     para, short = paraphrases(refs, params, embedder)
     write_atomically(para, folder / "paraphrases.parquet")
     by_p = tx.paraphrase_similarity(para) if len(para) else pd.DataFrame()
     out.add_table("paraphrases", by_p, PARAPHRASE_STYLE)
-    out.values["paraphrase_text"] = _paraphrase_text(by_p, short, len(refs.sample), languages)
+    out.values["paraphrase_text"] = paraphrase_text(by_p, short, languages)
     out.figures["paraphrases"] = charts.metric_boxes(
         para.assign(P=para["P"].astype(str)), "cosine", box="P", row="language", row_order=["en", *languages],
         x_title="cosine to the source template", title="Paraphrases by P (a request for P at a time)"
     ) if len(para) else None
 
-    english = para.loc[(para["language"] == "en") & (para["P"] == params.n_paraphrases)]
-    p2t, t2p = orders(refs, params, made, english, embedder)
+    p2t, t2p = orders(refs, params, made, english_versions(refs, params, para), embedder)
     paired, order_cells = tx.order_test(p2t, t2p, params.options)
     out.add_table("orders", order_cells, ORDER_STYLE)
-    out.values["order_text"] = _order_text(order_cells, params.alpha)
+    out.values["order_text"] = order_text(order_cells, params.alpha)
+    out.values["order_summary"] = order_summary(order_cells)
     both = pd.concat([p2t.assign(order="P2T"), t2p.assign(order="T2P")], ignore_index=True)
     both["group"] = both["via"] + " · " + both["order"]
     out.figures["orders"] = charts.metric_boxes(
         both, "cosine", box="group", row="language", row_order=languages, x_title="cosine to the human translation",
         title="Paraphrase then translate (P2T) against translate then paraphrase (T2P)") if len(both) else None
-    out.values["best_text"] = _best_text(rates, corpus, languages)
+    out.values["best_text"] = best_text(rates, corpus, languages, refs.choice.source, list(params.translators))
     return out
 
 
-def _without_library(out: Report) -> Report:
-    out.values.update({"library_text": ("LangBiTe's templates are not on this machine (no download was made: the "
-                                        "default run stays offline). Set reference_library: download (pinned "
-                                        "files, sha256-checked), or point it at a folder of LangBiTe's files, to "
-                                        "compute this chapter; every table below is empty in this run."),
-                       "n_english": 0, "n_sample": 0, "n_concerns": 0, "embedder": "none", "mismatch_text": "",
-                       "refused_text": "",
-                       "success_text": NOT_HERE, "quality_text": NOT_HERE, "paraphrase_text": NOT_HERE,
-                       "order_text": NOT_HERE, "best_text": NOT_HERE})
-    for name in ("pairing", "mismatches", "refused", "rates", "reasons", "quality", "examples", "paraphrases", "orders"):
+def _nothing_to_compare(out: Report, why: str) -> Report:
+    """Every result section empty, each saying why in one sentence."""
+    text = not_computed(why)
+    out.values.update({"success_text": text, "quality_text": text, "paraphrase_text": text, "order_text": text,
+                       "best_text": text, "order_summary": text, "quality_lead": "", "examples_lead": ""})
+    for name in ("rates", "reasons", "quality", "examples", "paraphrases", "orders"):
         out.add_table(name, pd.DataFrame(), TableStyle(empty=""))
     out.figures.update({"quality": None, "paraphrases": None, "orders": None})
     return out
 
 
-def _refused_text(refused: pd.DataFrame, pairs: pd.DataFrame, languages: list[str]) -> str:
+# --- the sentences the page shows ------------------------------------------------------------------
+
+
+def not_computed(why: str) -> str:
+    return f"Not computed: {why}."
+
+
+def run_text(translators: list[str], paraphraser: str, languages: list[str]) -> str:
+    """Who translates into what, and who paraphrases."""
+    if not translators:
+        who = "This run names no translator (translators is empty), so nothing is translated"
+    elif len(translators) == 1:
+        who = f"This run's translator is {translators[0]}"
+    else:
+        who = f"This run compares {len(translators)} translators, {spoken_list(translators)}"
+    if not languages:
+        into = ", but the run has no reference language to translate into (see the human reference below)"
+    elif translators:
+        into = f", translating into {language_names(languages)}"
+    else:
+        into = ""
+    return f"{who}{into}; its paraphraser is {paraphraser}."
+
+
+def parameters_text(reference_templates: int, max_paraphrases: int, reply_tokens: int) -> str:
+    """How much this run does: templates, P, reply length."""
+    sample = ("every template with a human translation in every reference language" if reference_templates == 0 else
+              f"{count_noun(reference_templates, 'template')} per concern (a seeded sample of those with a human "
+              "translation in every reference language)")
+    asked = ("one paraphrase at a time (P = 1)" if max_paraphrases == 1 else
+             f"P paraphrases at a time for P from 1 to {max_paraphrases}")
+    return (f"This run takes {sample}, asks for {asked}, and lets a translator or paraphraser write at most "
+            f"{count_noun(reply_tokens, 'token')} per reply.")
+
+
+def library_text(choice: ReferenceChoice) -> str:
+    """Which human reference, in which languages and why, and what it is worth."""
+    named = language_names(choice.languages)
+    if choice.source == "langbite":
+        owner = "LangBiTe's library"
+        first = (f"The human reference is LangBiTe's human {named} translations, read from {choice.shown_folder}."
+                 if choice.languages else f"The human reference would be LangBiTe's library in {choice.shown_folder}.")
+    else:
+        owner = "The project's library"
+        first = (f"The human reference is the project's own human translations in {choice.shown_folder}, in {named}."
+                 if choice.languages else
+                 f"The human reference would be the project's own human translations in {choice.shown_folder}.")
+    parts = [first]
+    asked = language_names(choice.asked) or "none"
+    if choice.chosen_from == "reference_languages":
+        dropped = [code for code in choice.asked if code not in choice.languages]
+        if dropped:
+            parts.append(f"{owner} has no {language_names(dropped, 'or')}, which reference_languages also names.")
+    elif choice.chosen_from == "languages":
+        parts.append(f"{owner} has none of reference_languages ({asked}), so the chapter compares in those of the "
+                     "run's languages that it has.")
+    else:
+        parts.append(f"{owner} has none of reference_languages ({asked}) and none of the run's languages "
+                     f"({language_names(choice.run_languages) or 'none'}), so every section below is empty; its languages "
+                     f"are {language_names(choice.available)}: name one in reference_languages to compute this chapter.")
+    if choice.source == "project" and choice.languages:
+        parts.append("These translations were written for this project with an AI assistant's help and have not been "
+                     "reviewed by native speakers (data/templates/README.md): closeness to them is closeness to these "
+                     "texts, not certainly to a native speaker's.")
+    if choice.fell_back:
+        parts.append("LangBiTe's library (human Spanish and Catalan, the reference MLA-BiTe chose its translator by) "
+                     "was not found here, and an offline run downloads nothing; reference_library: download (pinned "
+                     "files, sha256-checked), or a folder of its files, compares against it instead.")
+    return " ".join(parts)
+
+
+def reference_summary(choice: ReferenceChoice) -> str:
+    """The Summary's line on the reference."""
+    if not choice.languages:
+        return "This run had no reference language, so nothing was compared."
+    if choice.source == "langbite":
+        return f"The human reference was LangBiTe's human {language_names(choice.languages)} translations, as in MLA-BiTe."
+    return (f"The human reference was the project's own {language_names(choice.languages)} translations, written with an AI "
+            "assistant's help and not reviewed by native speakers.")
+
+
+def reference_text(counts: pd.DataFrame, n_sample: int, n_concerns: int, languages: list[str]) -> str:
+    """The library's size, how its translations pair with the English templates, and the sample."""
+    if counts.empty:
+        return ""
+    n_english = int(counts["english"].iloc[0])
+    if (counts["paired"] == n_english).all():
+        size = (f"The English library has {count_noun(n_english, 'template')}, each with a human translation in "
+                f"{language_names(languages)}.")
+    else:
+        found = [f"{int(row.human)} in {language_label(row.language)}" for row in counts.itertuples(index=False)]
+        size = (f"The English library has {count_noun(n_english, 'template')}; the human translations number "
+                f"{spoken_list(found)}.")
+    rule = ("Each translation is paired with the English template of the same id, and a pair counts only if both "
+            "files give the template the same concern and the same oracle.")
+    if n_sample == 0:
+        sample = "No English template has a human translation in every reference language, so none is translated here."
+    else:
+        into = f" into {language_names(languages)}" if len(languages) == 1 else f", the same ones into {language_names(languages)}"
+        sample = (f"This run translates {count_noun(n_sample, 'English template')} from "
+                  f"{count_noun(n_concerns, 'concern')}{into}.")
+    return f"{size} {rule} {sample}"
+
+
+def mismatch_text(mismatches: pd.DataFrame) -> str:
+    """How many translations were left out for not matching their English template."""
+    n = len(mismatches)
+    if n == 0:
+        return ("Every human translation has the same concern and oracle as its English template, so no pair is left "
+                "out for a mismatch.")
+    if n == 1:
+        return "1 translation does not match its English template; it is left out and listed here:"
+    return f"{n} translations do not match their English template; they are left out and listed here:"
+
+
+def refused_text(refused: pd.DataFrame, pairs: pd.DataFrame, languages: list[str]) -> str:
+    """What the cleaning rules make of the human translations themselves."""
     if refused.empty:
         return "The cleaning rules accept every human translated question, so they refuse no correct translation here."
     counts = [f"{int((refused['language'] == lang).sum())} of {int((pairs['language'] == lang).sum())} in "
               f"{language_label(lang)}" for lang in languages]
-    top = refused["reason"].value_counts()
-    return (f"The same rules, applied to the human translated questions, refuse {spoken_list(counts)}; most often "
-            f"because: {top.index[0]} ({int(top.iloc[0])}). These are listed below: where the human file itself is "
-            "wrong (a placeholder renamed or written without braces) the rules are right, elsewhere they are false "
-            "alarms, and a machine's success rate is only as exact as they are.")
+    return (f"The same rules, applied to the human translated questions, refuse {spoken_list(counts)}. "
+            f"{reasons_sentence(refused['reason'].tolist(), 'refusal')} "
+            f"{'It is' if len(refused) == 1 else 'They are'} listed below: where the human file itself is wrong (a "
+            "placeholder renamed or written without braces) the rules are right, elsewhere they are false alarms, "
+            "and a machine's success rate is only as exact as they are.")
 
 
-def _success_text(rates: pd.DataFrame, reasons: pd.DataFrame) -> str:
-    parts = [f"{row.via} translated {row.translated} of {row.tried} templates into {language_label(row.language)} "
-             f"({row.success_rate:.0%})" for row in rates.itertuples(index=False)]
-    text = spoken_list(parts) + "."
-    if len(reasons):
-        top = reasons.groupby("reason")["templates"].sum().sort_values(ascending=False, kind="stable")
-        text += f" The most common reason a translation was refused: {top.index[0]} ({int(top.iloc[0])} templates)."
-    return text
+def success_text(rates: pd.DataFrame, reasons: pd.DataFrame, translators: list[str]) -> str:
+    """Per translator and language, how many templates survived, and why the others failed."""
+    if not translators:
+        return "This run names no translator, so no template was translated."
+    if rates.empty:
+        return "No template was tried."
+    parts = [f"{row.via} translated {row.translated} of {count_noun(int(row.tried), 'template')} "
+             f"({row.success_rate:.0%}) into {language_label(row.language)}" for row in rates.itertuples(index=False)]
+    failures = [reason for reason, n in zip(reasons["reason"], reasons["templates"]) for _ in range(int(n))]
+    return " ".join(filter(None, [spoken_list(parts) + ".", reasons_sentence(failures, "failure")]))
 
 
-def _quality_text(corpus: pd.DataFrame) -> str:
+def quality_text(corpus: pd.DataFrame) -> str:
+    """How close the surviving translations come to the human ones: the range, with who is at each end."""
     if corpus.empty:
-        return "No translation survived cleaning, so there is nothing to compare with the human references."
-    best = corpus.loc[corpus["cosine_median"].idxmax()]
-    worst = corpus.loc[corpus["cosine_median"].idxmin()]
+        return "No usable translation, so there is nothing to compare with the human translations here."
     if len(corpus) == 1:
-        return (f"Only {best['via']} into {language_label(best['language'])} made usable translations here: median "
-                f"cosine to the human translation {best['cosine_median']:.2f}, corpus chrF {best['chrf']:.1f}, "
-                f"BLEU {best['bleu']:.1f}, over {int(best['templates'])} templates.")
-    return (f"The median cosine to the human translation runs from {worst['cosine_median']:.2f} "
-            f"({worst['via']}, {language_label(worst['language'])}) to {best['cosine_median']:.2f} ({best['via']}, "
-            f"{language_label(best['language'])}); corpus chrF from {corpus['chrf'].min():.1f} to "
-            f"{corpus['chrf'].max():.1f} and BLEU from {corpus['bleu'].min():.1f} to {corpus['bleu'].max():.1f}.")
+        row = corpus.iloc[0]
+        return (f"{row['via']} into {language_label(row['language'])}: median cosine to the human translation "
+                f"{row['cosine_median']:.2f}, corpus chrF {row['chrf']:.1f} and BLEU {row['bleu']:.1f}, over "
+                f"{count_noun(int(row['templates']), 'template')}.")
+    shown = corpus["cosine_median"].map(lambda v: f"{v:.2f}")
+
+    def who(value: str) -> str:
+        return spoken_list([f"{row.via} into {language_label(row.language)}"
+                            for row, text in zip(corpus.itertuples(index=False), shown) if text == value])
+
+    low, high = shown.loc[corpus["cosine_median"].idxmin()], shown.loc[corpus["cosine_median"].idxmax()]
+    if low == high:
+        cosine = f"The median cosine to the human translation is {high} for {who(high)}"
+    else:
+        cosine = (f"The median cosine to the human translation runs from {low} for {who(low)} to {high} for "
+                  f"{who(high)}")
+    return (f"{cosine}; corpus chrF {value_range(corpus['chrf'].min(), corpus['chrf'].max(), 1)} and BLEU "
+            f"{value_range(corpus['bleu'].min(), corpus['bleu'].max(), 1)}.")
 
 
-def _paraphrase_text(by_p: pd.DataFrame, short: pd.DataFrame, n_templates: int, languages: list[str]) -> str:
+def paraphrase_method_text(max_paraphrases: int, languages: list[str]) -> str:
+    """What the paraphraser is asked for, and in which languages."""
+    where = (f"of each template in English and of its human translation into {language_names(languages)}" if languages else
+             "of each template in English")
+    if max_paraphrases == 1:
+        asked = f"Here the paraphraser is asked for one paraphrase (P = 1) {where}"
+    else:
+        asked = (f"Here the paraphraser is asked for P paraphrases at once, for P from 1 to {max_paraphrases}, "
+                 f"{where}")
+    return f"{asked}, and each paraphrase is compared with its source (placeholders filled as above)."
+
+
+def paraphrase_text(by_p: pd.DataFrame, short: pd.DataFrame, languages: list[str]) -> str:
+    """Mean cosine of a paraphrase to its source per language (from the smallest to the largest P,
+    where there are several), and how many requests came back short and why."""
+    shortfall = reasons_sentence(short["reason"].tolist(), "shortfall") if len(short) else ""
     if by_p.empty:
-        why = f" (most often: {short['reason'].value_counts().index[0]})" if len(short) else ""
-        return f"The paraphraser made no usable paraphrase{why}."
-    first = by_p.loc[by_p["P"] == by_p["P"].min()].set_index("language")["cosine_mean"]
-    last = by_p.loc[by_p["P"] == by_p["P"].max()].set_index("language")["cosine_mean"]
-    moves = [f"{language_label(lang)} {first[lang]:.2f} → {last[lang]:.2f}" for lang in ["en", *languages]
-             if lang in first.index and lang in last.index]
-    text = (f"Mean cosine of a paraphrase to its source, from the smallest to the largest P: {spoken_list(moves)}.")
+        return " ".join(filter(None, ["The paraphraser made no usable paraphrase.", shortfall]))
+    smallest, largest = int(by_p["P"].min()), int(by_p["P"].max())
+    first = by_p.loc[by_p["P"] == smallest].set_index("language")["cosine_mean"]
+    last = by_p.loc[by_p["P"] == largest].set_index("language")["cosine_mean"]
+    moves, missing = [], []
+    for lang in ["en", *languages]:
+        name = language_label(lang)
+        if smallest == largest:
+            moves += [f"{name} {first[lang]:.2f}"] if lang in first.index else []
+            missing += [] if lang in first.index else [lang]
+        elif lang in first.index and lang in last.index:
+            moves.append(f"{name} {first[lang]:.2f} → {last[lang]:.2f}")
+        elif lang in first.index:
+            moves.append(f"{name} {first[lang]:.2f} at P = {smallest}, none at P = {largest}")
+        elif lang in last.index:
+            moves.append(f"{name} none at P = {smallest}, {last[lang]:.2f} at P = {largest}")
+        else:
+            missing.append(lang)
+    span = f"(P = {smallest})" if smallest == largest else f"from P = {smallest} to P = {largest}"
+    parts = [f"Mean cosine of a paraphrase to its source {span}: {spoken_clauses(moves)}." if moves else "",
+             f"No usable paraphrase in {language_names(missing, 'or')}." if missing else ""]
     if len(short):
-        text += (f" {len(short)} requests (template × language × P) got fewer paraphrases than asked, most often "
-                 f"because: {short['reason'].value_counts().index[0]}.")
-    return text
+        parts += [f"{count_noun(len(short), 'request')} (template × language × P) got fewer paraphrases than asked.",
+                  shortfall]
+    return " ".join(filter(None, parts))
 
 
-def _order_text(cells: pd.DataFrame, alpha: float) -> str:
+def versions_text(n_paraphrases: int) -> str:
+    """How a template's cosine in one order is made from its versions."""
+    if n_paraphrases == 1:
+        return "a template's cosine in each order is that of its one version"
+    return f"a template's cosine in each order is the mean over its versions (up to {n_paraphrases})"
+
+
+def order_text(cells: pd.DataFrame, alpha: float) -> str:
+    """Per translator and language, which order keeps closer to the human translation, and whether
+    the difference is reliable."""
     if cells.empty:
         return "No template has versions in both orders, so the two orders cannot be compared here."
     parts = []
     for row in cells.itertuples(index=False):
+        over = count_noun(int(row.n), "template")
+        if row.difference == 0:
+            parts.append(f"{row.via} into {language_label(row.language)}: P2T and T2P equally close over {over}")
+            continue
         better = "P2T" if row.difference > 0 else "T2P"
         verdict = "a reliable difference" if row.reliable else f"not a reliable difference (q ≥ {alpha:g})"
-        parts.append(f"{row.via} into {language_label(row.language)}: {better} closer by {abs(row.difference):.3f} "
-                     f"over {row.n} templates, {verdict}")
-    return spoken_list(parts, "; and") + "."
+        parts.append(f"{row.via} into {language_label(row.language)}: {better} closer by {magnitude(row.difference)} "
+                     f"over {over}, {verdict}")
+    return spoken_clauses(parts) + "."
 
 
-def _best_text(rates: pd.DataFrame, corpus: pd.DataFrame, languages: list[str]) -> str:
+def order_summary(cells: pd.DataFrame) -> str:
+    """The Summary's line on P2T against T2P: what this run found, or that it could not tell."""
+    if cells.empty:
+        return ("No template had versions in both orders, so this run cannot say whether paraphrasing before or "
+                "after translation keeps closer to the human translation.")
+    lead_in = "Paraphrasing before translation (P2T) against after it (T2P), template by template:"
+    reliable, n = int(cells["reliable"].sum()), len(cells)
+    if n == 1:
+        return (f"{lead_in} the one translator × language cell shows "
+                f"{'a reliable difference' if reliable else 'no reliable difference'}.")
+    found = ("none shows a reliable difference" if reliable == 0 else
+             "both show a reliable difference" if reliable == n == 2 else
+             f"all {n} show a reliable difference" if reliable == n else
+             f"{reliable} show{'s' if reliable == 1 else ''} a reliable difference")
+    return f"{lead_in} of the {n} translator × language cells, {found}."
+
+
+def best_text(rates: pd.DataFrame, corpus: pd.DataFrame, languages: list[str], source: Source,
+              translators: list[str]) -> str:
+    """Which translator comes closest to the human translations (ties named as ties), and how chapter
+    30 would ask its translations."""
     if corpus.empty:
+        if not translators:
+            return "This run names no translator, so none can be recommended from it."
         return "No translator of this run made a usable translation, so none can be recommended from it."
     mean = corpus.groupby("via")["cosine_median"].mean().sort_values(ascending=False, kind="stable")
-    best = mean.index[0]
+    top = mean.iloc[0]
+    tied = sorted(str(v) for v in mean.index[mean.map(lambda v: f"{v:.2f}") == f"{top:.2f}"])
+    rate_name = "mean success rate" if len(languages) > 1 else "success rate"
+    library = "langbite" if source == "langbite" else "project"
+    ask = (f"template_library: {library}, template_translations: machine and languages: "
+           f"[{', '.join(languages)}]")
+    if len(translators) == 1:
+        best = tied[0]
+        success = rates.loc[rates["via"] == best, "success_rate"].mean()
+        return (f"This run's only translator, {best}, has a mean of the median cosines to the human translations of "
+                f"{top:.2f} and a {rate_name} of {success:.0%}; with one translator there is no choice to make. "
+                f"Chapter 30 asks its translations instead of the human ones with the parameters {ask}, "
+                f"template_translator: {best}.")
+    if len(tied) > 1:
+        return (f"Of this run's translators, {spoken_list(tied)} come equally close to the human translations (mean of "
+                f"the median cosines {top:.2f}), so this run does not choose between them. Chapter 30 asks one's "
+                f"translations instead of the human ones with the parameters {ask} and template_translator set to it.")
+    best = tied[0]
     success = rates.loc[rates["via"] == best, "success_rate"].mean()
-    return (f"Of this run's translators, {best} comes closest to the human translations (mean of the median "
-            f"cosines {mean.iloc[0]:.2f}, success rate {success:.0%}). Chapter 30 asks its translations instead of "
-            f"the human ones with the parameters template_library: langbite, template_translator: {best}, "
-            f"template_translations: machine and languages: [{', '.join(languages)}].")
+    idle = [name for name in rates["via"].unique() if name not in mean.index]
+    none = f"; {spoken_list(idle)} made no usable translation" if idle else ""
+    return (f"Of this run's translators, {best} comes closest to the human translations (mean of the median cosines "
+            f"{top:.2f}, {rate_name} {success:.0%}){none}. Chapter 30 asks its translations instead of the human "
+            f"ones with the parameters {ask}, template_translator: {best}.")
 
 
-def _items_text(cells: pd.DataFrame, items: pd.DataFrame) -> str:
+def items_text(cells: pd.DataFrame, items: pd.DataFrame) -> str:
+    """How much the drop moves when chapter 01's machine translations replace the human ones."""
     if cells.empty:
         return "No machine-translated item could be paired with a human translation and the English original."
+    n_items = int(items["base_id"].nunique())
+    head = (f"{count_noun(n_items, 'item')} {'was' if n_items == 1 else 'were'} machine-translated by chapter 01 "
+            f"({spoken_list(sorted(items['translator'].unique()))}).")
     largest = cells.loc[cells["difference"].abs().idxmax()]
     reliable = int(cells["reliable"].sum())
-    return (f"{items['base_id'].nunique()} items were machine-translated by chapter 01 "
-            f"({spoken_list(sorted(items['translator'].unique()))}). Across {len(cells)} model × language cells the "
-            f"drop changes by at most {abs(largest['difference']):.3f} when the human translation is swapped for "
-            f"the machine one ({largest['model']}, {language_label(largest['language'])}); {reliable} of the "
-            f"changes are reliable after Benjamini–Hochberg. With so few items a test can detect only large changes.")
+    swap = "when the human translation is swapped for the machine one"
+    if len(cells) == 1:
+        if largest["difference"] == 0:
+            change = (f"In the one model × language cell, {largest['model']} in "
+                      f"{language_label(largest['language'])}, the drop is the same {swap}.")
+        else:
+            change = (f"In the one model × language cell, {largest['model']} in "
+                      f"{language_label(largest['language'])}, the drop changes by "
+                      f"{magnitude(largest['difference'])} {swap}, {'a reliable' if reliable else 'not a reliable'} "
+                      "change after Benjamini–Hochberg.")
+    elif largest["difference"] == 0:
+        change = f"In none of the {len(cells)} model × language cells does the drop change {swap}."
+    else:
+        verdict = ("none of the changes is reliable" if reliable == 0 else
+                   f"{'all' if reliable == len(cells) else reliable} of the {len(cells)} changes "
+                   f"{'is' if reliable == 1 else 'are'} reliable")
+        change = (f"Across the {len(cells)} model × language cells the drop changes by at most "
+                  f"{magnitude(largest['difference'])} {swap}, for {largest['model']} in "
+                  f"{language_label(largest['language'])}; {verdict} after Benjamini–Hochberg.")
+    most = int(cells["n"].max())
+    size = (f" With at most {count_noun(most, 'item')} per cell, a test can detect only large changes."
+            if most < 30 else "")
+    return f"{head} {change}{size}"

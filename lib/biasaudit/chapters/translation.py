@@ -9,6 +9,7 @@ from biasaudit import charts, judge, translate
 from biasaudit.items import read_items
 from biasaudit.params import RunParams
 from biasaudit.paths import project_path, run_dir
+from biasaudit.prose import count_noun, extremes, reasons_sentence, value_range
 from biasaudit.report import Report, TableStyle
 from biasaudit.runstore import write_atomically
 
@@ -16,6 +17,94 @@ SUMMARY_STYLE = TableStyle(columns={
     "kind": "kind", "language": "language", "via": "made by", "n": "versions", "median": "median similarity",
     "unrelated_mean": "unrelated pairs (mean)", "separated": "above the unrelated 95th percentile",
     "faithful": "at or above the threshold"}, percent=("separated", "faithful"))
+
+
+def percent(value: float) -> str:
+    return f"{value:.0%}"
+
+
+def judge_text(cross: pd.DataFrame, embedder: str) -> str:
+    """How far the judge tells the human translations from unrelated items; `cross` is the
+    cross-lingual rows of `judge.similarity_summary`, indexed by language."""
+    if cross.empty:
+        return "This run judges no human translation (its languages have none in the bank), so there is nothing to read."
+    three = "{:.3f}".format
+    text = (f"With {embedder}, the median cross-lingual similarity of the human translations is "
+            f"{extremes(cross['median'], three)}, while unrelated pairs average "
+            f"{value_range(cross['unrelated_mean'].min(), cross['unrelated_mean'].max(), 3)}. ")
+    separated = cross["separated"].dropna()
+    if separated.empty:
+        return text + "No unrelated pairs were drawn, so the judge cannot be checked against them here."
+    share = extremes(separated, percent)
+    if separated.min() >= 0.9:
+        verdict = "the judge tells a translation from a different item."
+    elif separated.min() >= 0.5:
+        verdict = "the judge tells most translations from a different item, but not all."
+    else:
+        verdict = "in some language the judge cannot tell a translation from a different item."
+    return text + (f"The share of translations above the 95th percentile of the unrelated pairs is {share}: "
+                   f"{verdict}")
+
+
+def faithful_text(cross: pd.DataFrame, threshold: float) -> str:
+    """What a fixed threshold does to equally careful translations in different languages."""
+    faithful = cross["faithful"].dropna() if "faithful" in cross else pd.Series(dtype=float)
+    if faithful.empty:
+        return ""
+    text = f"At the fixed threshold of {threshold:g}, the share of \"faithful\" translations is {extremes(faithful, percent)}"
+    if faithful.max() - faithful.min() >= 0.2:
+        return text + ", although the same team wrote all of them with the same care."
+    if len(faithful) > 1:
+        return text + ": close across languages in this run, but the reason below holds whatever the run."
+    return text + "."
+
+
+def machine_text(*, tried: int, made: int, reasons: list[str], machine_median: float, human_median: float,
+                 machine_calibrated: float, human_calibrated: float, chrf: float) -> str:
+    """The machine translator's sample against the human translations of the same items."""
+    if tried == 0:
+        return "This run asks the machine translator for no item (n_sample_items is 0 or no language was chosen)."
+    if made == 0:
+        return (f"None of the {count_noun(tried, 'item translation')} attempted passed the cleaning rules, so there "
+                f"is no machine translation to judge here. {reasons_sentence(reasons, 'failure')}").strip()
+    text = (f"Of {count_noun(tried, 'item translation')} attempted, {made} passed the cleaning rules. Their median "
+            f"similarity to the English originals is {machine_median:.3f}, against {human_median:.3f} for the human "
+            f"translations of the same items; on the calibrated scale (0 = an unrelated item, 1 = identical) that is "
+            f"{machine_calibrated:.2f} against {human_calibrated:.2f}, and their chrF against the human translations "
+            f"averages {chrf:.1f} of 100.")
+    if machine_calibrated < 0.3:
+        text += (" Read raw, such a cosine can sound respectable; read against the unrelated floor, a calibrated score "
+                 "this low says these versions are about as close to their items as different items are.")
+    elif machine_calibrated < human_calibrated - 0.2:
+        text += " The calibrated score puts them well below the human translations."
+    else:
+        text += " On the calibrated scale they come close to the human translations."
+    return text
+
+
+def judge_summary(cross: pd.DataFrame) -> str:
+    """The Summary's sentence on the judge, as this run found it."""
+    separated = cross["separated"].dropna() if "separated" in cross else pd.Series(dtype=float)
+    if separated.empty:
+        return "This run has no human translation judged against unrelated items, so the judge is not checked here."
+    how = ("separates the bank's human translations from unrelated items in every language of this run" if
+           separated.min() >= 0.9 else "does not separate every language's human translations from unrelated items "
+           "in this run")
+    return (f"Embedding similarity {how}, and its raw level depends on the language pair: a fixed threshold on a "
+            "cross-lingual cosine says as much about the embedder as about the translation.")
+
+
+def machine_summary(*, made: int, machine_calibrated: float) -> str:
+    """The Summary's sentence on the machine translator, as this run found it."""
+    if made == 0:
+        return ("No machine translation of this run survived the cleaning rules, so only the human translations are "
+                "judged here.")
+    if machine_calibrated < 0.3:
+        return ("The machine translations that survive cleaning get raw cosines that sound high, yet against the "
+                "unrelated floor and by chrF they are plainly poor. Judge translations with both, on known-good and "
+                "known-bad examples.")
+    return ("The machine translations that survive cleaning are judged against the unrelated floor and by chrF as "
+            "well as by raw cosine; read the three together, on known-good and known-bad examples.")
 
 
 def bank(params: RunParams) -> pd.DataFrame:
@@ -47,14 +136,11 @@ def report(params: RunParams) -> Report:
     cross = summary.loc[summary["kind"] == "cross-lingual"].set_index("language")
     rewordings = summary.loc[summary["kind"] == "monolingual"]
     out.values.update({
-        "embedder_name": embed.name,
-        "median_low": float(cross["median"].min()), "median_low_language": str(cross["median"].idxmin()),
-        "median_high": float(cross["median"].max()), "median_high_language": str(cross["median"].idxmax()),
-        "faithful_low": float(cross["faithful"].min()), "faithful_low_language": str(cross["faithful"].idxmin()),
-        "faithful_high": float(cross["faithful"].max()),
-        "unrelated_low": float(cross["unrelated_mean"].min()), "unrelated_high": float(cross["unrelated_mean"].max()),
-        "separated_min": float(cross["separated"].min()),
-        "rewording_median": float(rewordings["median"].median()) if len(rewordings) else float("nan"),
+        "embedder_name": embed.name, "judge_text": judge_text(cross, embed.name),
+        "faithful_text": faithful_text(cross, params.faithful_threshold), "judge_summary": judge_summary(cross),
+        "rewording_text": (f"the English rewordings of the bank, compared in the same language, have a median of "
+                           f"{rewordings['median'].median():.3f}" if len(rewordings) else
+                           "this run has no English rewordings to compare in the same language"),
     })
     pairs = pd.concat([
         similarity.loc[similarity["variant"] == "translation", ["language", "similarity"]].assign(pair="translation"),
@@ -100,13 +186,16 @@ def report(params: RunParams) -> Report:
         "stereotyped": "stereotyped (machine)", "stereotyped_human": "stereotyped (human)"}))
     nan = float("nan")
     out.values.update({
-        "translator": params.translator, "machine_made": len(made.items),
-        "machine_tried": len(made.items) + len(made.failed),
-        "machine_median": float(machine_similarity["similarity"].median()) if len(machine_similarity) else nan,
-        "human_median_same": float(human_similarity["similarity"].median()) if len(human_similarity) else nan,
-        "machine_calibrated": float(machine_similarity["calibrated"].median()) if len(machine_similarity) else nan,
-        "human_calibrated": float(human_similarity["calibrated"].median()) if len(human_similarity) else nan,
-        "machine_chrf": float(references["chrf"].mean()) if len(references) else nan,
+        "translator": params.translator,
+        "machine_text": machine_text(
+            tried=len(made.items) + len(made.failed), made=len(made.items), reasons=list(made.failed["reason"]),
+            machine_median=float(machine_similarity["similarity"].median()) if len(machine_similarity) else nan,
+            human_median=float(human_similarity["similarity"].median()) if len(human_similarity) else nan,
+            machine_calibrated=float(machine_similarity["calibrated"].median()) if len(machine_similarity) else nan,
+            human_calibrated=float(human_similarity["calibrated"].median()) if len(human_similarity) else nan,
+            chrf=float(references["chrf"].mean()) if len(references) else nan),
+        "machine_summary": machine_summary(made=len(made.items), machine_calibrated=float(
+            machine_similarity["calibrated"].median()) if len(machine_similarity) else nan),
     })
 
     # --- English rewordings by round trip

@@ -14,7 +14,7 @@ from biasaudit.study import Study
 from biasaudit.translate.languages import language_label
 
 LANGUAGE_STYLE = TableStyle(columns={
-    "language": "language", "verdict": "verdict", "drop": "drop (English − language)", "interval": "95% interval",
+    "language": "language", "verdict": "verdict", "drop": "drop (English − language)", "interval": "95% interval over items",
     "reliable": "reliable shift in", "floor": "noise floor", "drop_faithful": "drop, faithful translations",
     "slope": "carry-over slope", "power": "power at this scatter"},
     formats={"power": "{:.0%}", "language": language_label})
@@ -36,10 +36,7 @@ def summary_text(languages: pd.DataFrame) -> str:
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     similarity = read_similarity(params)
-    cells = study.computed("verdict_cells", lambda: v.verdict_cells(
-        study.scores, study.options, cells=study.cells(), floors=study.floor_cells(), similarity=similarity,
-        threshold=params.faithful_threshold, n_runs=params.n_runs), params.faithful_threshold, params.n_runs,
-        similarity is not None)
+    cells = study.verdict_cells(similarity, params.faithful_threshold, params.n_runs)
     languages = v.verdict_languages(cells, study.scores, study.options)
     out = Report()
     # Shown narrow enough to read at a glance: the interval in one column, the reliable models as "k of m".
