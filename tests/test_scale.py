@@ -6,9 +6,7 @@ vl-convert, as in the book, so a chart that embeds every row (altair's 5,000-row
 from __future__ import annotations
 
 import importlib
-import os
 import time
-from pathlib import Path
 
 import altair as alt
 import pytest
@@ -34,8 +32,8 @@ def render(report) -> None:
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    source = Path(os.environ["BIASAUDIT_DATA_DIR"]) / "released"  # set for mirror-marked tests
+def runs(tmp_path_factory, mirror_root):
+    source = mirror_root / "released"
     folder = tmp_path_factory.mktemp("scale")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("BIASAUDIT_RUNS_DIR", str(folder / "runs"))

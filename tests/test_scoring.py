@@ -247,3 +247,38 @@ def test_the_output_layer_runs_for_target_positions_only(tiny_lm, small_items, p
     full = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size=4, pack=pack, progress=False)
     for option in OPTIONS:
         np.testing.assert_allclose(fast[f"lp_sum_{option}"], full[f"lp_sum_{option}"], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("fixture", ["tiny_lm", "tiny_lm_with_bos"])
+def test_the_boundary_error_reuses_stored_correct_scores_and_gives_the_same_numbers(fixture, small_items, tmp_path,
+                                                                                    request, monkeypatch):
+    """Error 3 on items already scored correctly in the store: where the options tokenize alike jointly
+    and separately, the erroneous score is the correct one minus the first continuation token's
+    log-prob, from a pass over the context alone. It must equal scoring the erroneous sequences
+    themselves (no store), and forward fewer tokens; items that tokenize differently are scored in full."""
+    model, tokenizer = request.getfixturevalue(fixture)
+    items = pd.concat([small_items, small_items.assign(item_id=small_items["item_id"] + "-1",
+                                                       stereotyped="x")], ignore_index=True)  # one-token options
+    forwarded: list[int] = []  # tokens (padding included) of each forward pass
+    original = model.forward
+
+    def counting(*args, **kwargs):
+        forwarded.append(int(kwargs["input_ids"].numel()))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(model, "forward", counting)
+    direct = scoring.score(items, (model, tokenizer), model_name="tiny", scorer_boundary=True, progress=False)
+    direct_tokens = sum(forwarded)
+    correct = scoring.score(items, (model, tokenizer), model_name="tiny", store=tmp_path, progress=False)
+    forwarded.clear()
+    derived = scoring.score(items, (model, tokenizer), model_name="tiny", scorer_boundary=True, store=tmp_path,
+                            progress=False)
+    monkeypatch.setattr(model, "forward", original)
+    plans = [scoring._boundary_from_joint(tokenizer, item) for item in items.itertuples(index=False)]
+    assert any(p is not None for p in plans), "some items are reused"
+    columns = [c for c in direct.columns if c.startswith(("lp_", "ntok_"))]
+    pd.testing.assert_frame_equal(derived[columns], direct[columns], check_exact=False, rtol=0, atol=1e-5)
+    one_token = derived.set_index("item_id").loc[correct.loc[correct["ntok_stereotyped"] == 1, "item_id"]]
+    assert len(one_token), "some options are one token long (the tokenizer's \"x\")"
+    assert (one_token["ntok_stereotyped"] == 0).all() and (one_token["lp_sum_stereotyped"] == 0).all()
+    assert sum(forwarded) < direct_tokens, "the reused items forward their context only"

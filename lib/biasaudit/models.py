@@ -13,9 +13,10 @@ torch and transformers are imported only when a model is loaded, so reading the 
 from __future__ import annotations
 
 import importlib.util
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from biasaudit.paths import cache_dir
 
@@ -48,6 +49,29 @@ def _gemma3_gguf() -> Path:
     return Path(gemma_package.assemble(target))
 
 
+@contextmanager
+def _one_gguf_parse() -> Iterator[None]:
+    """transformers parses a GGUF file three times (tokenizer, config, weights); each parse walks every
+    metadata field, about 40 s for Gemma's 262k-token vocabulary on two cores. The reader only reads
+    (a memory map), so one parse per file serves all three calls."""
+    import gguf
+
+    original = gguf.GGUFReader
+    readers: dict[tuple[str, str], object] = {}
+
+    def shared(path, mode: str = "r"):
+        key = (str(Path(path).resolve()), mode)
+        if key not in readers:
+            readers[key] = original(path, mode)
+        return readers[key]
+
+    gguf.GGUFReader = shared
+    try:
+        yield
+    finally:
+        gguf.GGUFReader = original
+
+
 def _convert_gguf(gguf_path: Callable[[], Path]) -> Callable[[Path], None]:
     """A builder that de-quantizes a GGUF file into a plain model folder."""
 
@@ -56,8 +80,9 @@ def _convert_gguf(gguf_path: Callable[[], Path]) -> Callable[[Path], None]:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         gguf = gguf_path()
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        network = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+        with _one_gguf_parse():
+            tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+            network = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
         # The weights are already de-quantized tensors; the GGUF "quantizer" only blocks saving.
         network.hf_quantizer = None
         if hasattr(network.config, "quantization_config"):
