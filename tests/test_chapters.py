@@ -11,6 +11,7 @@ from biasaudit.chapters import (
     case_study,
     dimensions,
     faithful,
+    items,
     label_errors,
     reliability,
     scoring,
@@ -213,3 +214,22 @@ def test_the_translation_summary_follows_what_the_run_found():
     assert "only the human translations" in translation.machine_summary(made=0, machine_calibrated=float("nan"))
     assert "plainly poor" in translation.machine_summary(made=3, machine_calibrated=0.1)
     assert "plainly poor" not in translation.machine_summary(made=3, machine_calibrated=0.8)
+
+
+def test_the_items_tables_count_versions_per_language_and_bases_per_dimension():
+    rows = [("written", "gender", "original", "en"), ("written", "gender", "translation", "sw"),
+            ("written", "gender", "rewording", "en"), ("written", "gender", "rewording", "en"),
+            ("written", "age", "original", "en"), ("written", "age", "translation", "sw"),
+            ("bbq", "age", "original", "en")]
+    table = pd.DataFrame(rows, columns=["source", "dimension", "variant", "language"])
+    versions = items.version_counts(table)
+    # original first, then rewordings, then translations; a column per source and their total
+    assert versions.to_dict("records") == [
+        {"variant": "original", "language": "en", "bbq": 1, "written": 2, "all": 3},
+        {"variant": "rewording", "language": "en", "bbq": 0, "written": 2, "all": 2},
+        {"variant": "translation", "language": "sw", "bbq": 0, "written": 2, "all": 2}]
+    bases = items.base_counts(table.loc[table["variant"] == "original"])
+    assert bases.to_dict("records") == [{"dimension": "age", "bbq": 1, "written": 1, "all": 2},
+                                        {"dimension": "gender", "bbq": 0, "written": 1, "all": 1}]
+    one_source = items.base_counts(table.loc[(table["variant"] == "original") & (table["source"] == "written")])
+    assert list(one_source.columns) == ["dimension", "written"], "no total beside a single source"

@@ -102,6 +102,9 @@ def test_similarity_kinds_faithfulness_and_calibration(bank, e5):
     assert set(summary["language"]) == {"es", "ko"} and summary["separated"].between(0, 1).all()
     review = judge.review_table(calibrated, 3)
     assert len(review) == 3 and review["similarity"].is_monotonic_increasing
+    lowest = calibrated.nsmallest(1, "similarity").iloc[0]
+    assert review.at[0, "version"] == f"{lowest['version_stereotyped']} / {lowest['version_anti_stereotyped']}"
+    assert review.at[0, "original"] == f"{lowest['original_stereotyped']} / {lowest['original_anti_stereotyped']}"
 
 
 def test_back_translation_is_compared_in_english(bank, e5):

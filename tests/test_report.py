@@ -41,3 +41,28 @@ def test_an_empty_table_becomes_a_note():
 def test_spoken_list():
     assert [spoken_list([]), spoken_list(["a"]), spoken_list(["a", "b"]), spoken_list(["a", "b", "c"])] == \
         ["", "a", "a and b", "a, b and c"]
+
+
+def test_a_column_with_one_value_in_every_row_is_said_once_in_the_caption():
+    table = pd.DataFrame({"language": ["es", "fr", "sw"], "n_items": [64, 64, 64], "drop": [0.1, 0.2, 0.3],
+                          "reliable": [False, False, False], "q": [0.5, np.nan, 0.5]})
+    html = readable(table, TableStyle(columns={"language": "language", "n_items": "items", "drop": "drop",
+                                               "reliable": "reliable", "q": "q"})).to_html()
+    assert "<caption>In every row: items 64; reliable no.</caption>" in html
+    assert ">items<" not in html and ">reliable<" not in html
+    assert ">q<" in html, "a column with an empty cell is not constant"
+    assert ">0.200<" in html
+    # One row, or a style that asks to keep them: every column stays.
+    assert ">n_items<" in readable(table.head(1)).to_html()
+    kept = readable(table, TableStyle(fold_constant=False)).to_html()
+    assert ">n_items<" in kept and "<caption>" not in kept
+
+
+def test_a_transposed_table_has_one_column_per_row_with_each_value_written_as_its_column_shows_it():
+    table = pd.DataFrame({"source": ["written", "bbq"], "n_items": [64, 12], "drop": [0.12345, np.nan],
+                          "share": [0.5, 0.25]})
+    styler = readable(table, TableStyle(columns={"source": "source", "n_items": "items", "drop": "drop",
+                                                 "share": "same choice"}, percent=("share",), transpose=True))
+    assert list(styler.data.columns) == ["", "written", "bbq"]
+    assert styler.data.values.tolist() == [["items", "64", "12"], ["drop", "0.123", ""],
+                                           ["same choice", "50%", "25%"]]

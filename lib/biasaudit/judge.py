@@ -305,11 +305,14 @@ def similarity_summary(table: pd.DataFrame, unrelated: pd.DataFrame | None = Non
 
 
 def review_table(table: pd.DataFrame, n: int = 10) -> pd.DataFrame:
-    """The `n` lowest-similarity versions with their sentences, for a person to read."""
-    columns = ["item_id", "language", "kind", "similarity", "original_stereotyped", "version_stereotyped",
-               "original_anti_stereotyped", "version_anti_stereotyped"]
-    extra = [c for c in ("calibrated", "above_unrelated") if c in table.columns]
-    return table.nsmallest(n, "similarity")[columns[:4] + extra + columns[4:]].reset_index(drop=True)
+    """The `n` lowest-similarity versions with their sentences, for a person to read: each side's
+    stereotyped and anti-stereotyped continuations in one cell ("… / …"), so that the original and
+    its version sit side by side on the page."""
+    shown = table.nsmallest(n, "similarity").reset_index(drop=True)
+    scores = ["similarity"] + [c for c in ("calibrated", "above_unrelated") if c in shown.columns]
+    pair = {side: shown[f"{side}_stereotyped"].astype(str) + " / " + shown[f"{side}_anti_stereotyped"].astype(str)
+            for side in ("original", "version")}
+    return shown[["item_id", "language", "kind", *scores]].assign(original=pair["original"], version=pair["version"])
 
 
 def back_translate(versions: pd.DataFrame, translator: Translator) -> tuple[pd.DataFrame, pd.DataFrame]:

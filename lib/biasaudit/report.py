@@ -4,11 +4,15 @@ A chapter function (`biasaudit.chapters`) computes everything in the library, wh
 the notebook only calls it, glues the values into its Markdown (`Report.glue`), and shows the
 tables and figures. Tables are shown for reading (`readable`): named columns, rounded numbers,
 counts as integers, no positional index, no all-empty columns, long text wrapped, and any text
-from the data escaped, so an item that contains `<script>` or `**bold**` shows as written.
+from the data escaped, so an item that contains `<script>` or `**bold**` shows as written. A
+column that holds one value in every row of a longer table is said once, in the caption ("in every
+row: items 64"), so that a table keeps to the columns that differ and fits the page
+(`check_html.wide_tables`).
 """
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +44,8 @@ class TableStyle:
     percent: tuple[str, ...] = ()
     formats: dict[str, Any] = field(default_factory=dict)  # a format string or a function of the value
     caption: str = ""
+    fold_constant: bool = True  # columns with one value in every row (of 2 or more) go to the caption
+    transpose: bool = False  # one column per row of the table (few rows, many measures), first column as headers
 
 
 def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
@@ -66,11 +72,54 @@ def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
             formats[column] = lambda v: "" if pd.isna(v) else f"{int(v):,}"
         elif pd.api.types.is_float_dtype(values):
             formats[column] = f"{{:.{style.decimals}f}}"
-    styler = shown.style.format(formats, na_rep="", escape="html").hide(axis="index")
+    caption = style.caption
+    if style.transpose:
+        shown, formats = _transposed(shown, formats), {}
+    folded = _constant_columns(shown) if style.fold_constant and not style.transpose else []
+    if folded:
+        said = "; ".join(f"{column} {_written(shown[column].iloc[0], formats.get(column))}" for column in folded)
+        caption = f"{caption} In every row: {said}.".strip()
+        shown = shown.drop(columns=folded)
+    styler = shown.style.format({c: f for c, f in formats.items() if c in shown.columns}, na_rep="",
+                                escape="html").hide(axis="index")
     styler = styler.set_table_styles(_CELL_STYLE)
-    if style.caption:
-        styler = styler.set_caption(style.caption)
+    if caption:
+        styler = styler.set_caption(html.escape(caption))
     return styler
+
+
+def interval_column(low: pd.Series, high: pd.Series, decimals: int = 3) -> list[str]:
+    """"[low, high]" per row (one column instead of two), empty where there is no interval."""
+    return ["" if pd.isna(a) or pd.isna(b) else f"[{a:.{decimals}f}, {b:.{decimals}f}]" for a, b in zip(low, high)]
+
+
+def with_interval(value: pd.Series, low: pd.Series, high: pd.Series, decimals: int = 3) -> list[str]:
+    """"value [low, high]" per row: an estimate and its interval in one column; the value alone where
+    there is no interval."""
+    return [("" if pd.isna(v) else f"{v:.{decimals}f}") + (f" [{a:.{decimals}f}, {b:.{decimals}f}]"
+                                                           if not (pd.isna(a) or pd.isna(b)) else "")
+            for v, a, b in zip(value, low, high)]
+
+
+def _transposed(shown: pd.DataFrame, formats: dict[str, Any]) -> pd.DataFrame:
+    """Each value written as its column shows it, then rows as columns, headed by the first column."""
+    text = pd.DataFrame({c: ["" if pd.isna(v) else _written(v, formats.get(c)) for v in shown[c]] for c in shown})
+    first = text.columns[0]
+    return text.set_index(first).T.rename_axis(index="", columns=None).reset_index()
+
+
+def _constant_columns(shown: pd.DataFrame) -> list[str]:
+    """Columns after the first holding one (non-empty) value in every row, in tables of 2 rows or more."""
+    if len(shown) < 2 or shown.shape[1] < 3:
+        return []
+    return [c for c in shown.columns[1:] if shown[c].notna().all() and shown[c].nunique() == 1]
+
+
+def _written(value: Any, fmt: Any) -> str:
+    """`value` as its column shows it."""
+    if fmt is None:
+        return str(value)
+    return fmt(value) if callable(fmt) else fmt.format(value)
 
 
 def _is_count(name: str, values: pd.Series) -> bool:

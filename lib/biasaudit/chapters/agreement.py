@@ -13,8 +13,11 @@ from biasaudit.translate.languages import language_label
 TABLE_STYLE = TableStyle(columns={
     "kind": "kind", "group": "language or route", "n_items": "items", "n_models": "models",
     "n_model_pairs": "model pairs", "agreement_scores": "r of scores", "agreement_change": "r of changes",
-    "sd_change": "SD of changes", "center": "neutral item lands at", "features": "surface properties",
-    "r2_model": "R² (model)", "r2": "R² (model + surface)", "agreement_change_adjusted": "r of changes, adjusted",
+    "sd_change": "SD of changes", "center": "neutral item lands at"})
+# The same rows after adjusting for surface properties, as a second table (one would not fit the page).
+ADJUSTED_STYLE = TableStyle(columns={
+    "kind": "kind", "group": "language or route", "features": "surface properties", "r2_model": "R² (model)",
+    "r2": "R² (model + surface)", "agreement_change_adjusted": "r of changes, adjusted",
     "sd_change_adjusted": "SD, adjusted", "center_adjusted": "neutral item, adjusted"})
 
 
@@ -84,6 +87,7 @@ def report(params: RunParams) -> Report:
     center = float(translations["center"].mean())
     out = Report()
     out.add_table("agreement", agreement, TABLE_STYLE)
+    out.add_table("adjusted", agreement.loc[agreement["r2"].notna()], ADJUSTED_STYLE)
     out.add_table("support", support)
     out.values.update({
         "n_models": n_models, "agreement_text": agreement_text(agreement, n_models),

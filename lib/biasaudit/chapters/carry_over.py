@@ -8,12 +8,12 @@ import pandas as pd
 
 from biasaudit import analyses, charts
 from biasaudit.params import RunParams
-from biasaudit.report import Report, TableStyle
+from biasaudit.report import Report, TableStyle, with_interval
 from biasaudit.study import Study
 
 TABLE_STYLE = TableStyle(columns={
     "change": "change", "group": "route or language", "n_models": "models", "n_items": "items", "n_pairs": "pairs",
-    "r": "r", "sd_ratio": "SD ratio", "slope": "slope", "slope_low": "slope low", "slope_high": "slope high",
+    "r": "r", "sd_ratio": "SD ratio", "shown_slope": "slope [95%]",
     "same_choice": "same choice", "strength_before": "strength before", "strength_after": "strength after"},
     percent=("same_choice",))
 
@@ -41,8 +41,9 @@ def report(params: RunParams) -> Report:
     pairs = analyses.carry_over_pairs(study.scores, params.aggregate)
     table = study.carry_over()
     out = Report()
-    out.add_table("table", table, TABLE_STYLE)
-    out.add_table("within", table.loc[table["change"] == "within-language rewording"], replace(TABLE_STYLE, empty=""))
+    shown = table.assign(shown_slope=with_interval(table["slope"], table["slope_low"], table["slope_high"]))
+    out.add_table("table", shown, TABLE_STYLE)
+    out.add_table("within", shown.loc[shown["change"] == "within-language rewording"], replace(TABLE_STYLE, empty=""))
     rewording, translation = pooled(table, "rewording"), pooled(table, "translation")
     for name, row in (("rw", rewording), ("tr", translation)):
         for measure in ("slope", "r", "sd_ratio", "same_choice"):

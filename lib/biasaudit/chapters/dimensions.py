@@ -6,14 +6,17 @@ import pandas as pd
 
 from biasaudit import analyses, charts
 from biasaudit.params import RunParams
-from biasaudit.report import Report, TableStyle
+from biasaudit.report import Report, TableStyle, with_interval
 from biasaudit.study import Study
 
 TABLE_STYLE = TableStyle(columns={
     "dimension": "dimension", "n_items": "items", "n_translated": "translated", "n_models": "models",
-    "english_soft": "English soft", "drop": "drop (English − language)", "drop_low": "low", "drop_high": "high",
-    "r_translation": "r (translation)", "r_rewording": "r (rewording)", "n_leaning": "leaning pairs",
-    "n_reversed": "reversed", "reversal_share": "reversal share"}, percent=("reversal_share",))
+    "english_soft": "English soft", "shown_drop": "drop (English − language) [95%]"})
+# The same rows, for the section on whether items keep their preference (one table would not fit the page).
+KEEPS_STYLE = TableStyle(columns={
+    "dimension": "dimension", "r_translation": "r (translation)", "r_rewording": "r (rewording)",
+    "n_leaning": "leaning pairs", "n_reversed": "reversed", "reversal_share": "reversal share"},
+    percent=("reversal_share",))
 
 
 def drop_text(dimensions: pd.DataFrame) -> str:
@@ -43,7 +46,9 @@ def report(params: RunParams) -> Report:
     table = study.computed("by_dimension", lambda: analyses.by_dimension(study.scores, study.options,
                                                                          lean=params.lean), params.lean)
     out = Report()
-    out.add_table("table", table, TABLE_STYLE)
+    out.add_table("table", table.assign(shown_drop=with_interval(table["drop"], table["drop_low"], table["drop_high"])),
+                  TABLE_STYLE)
+    out.add_table("keeps", table, KEEPS_STYLE)
     dimensions = table.loc[(table["dimension"] != "all") & table["drop"].notna()]
     overall = table.loc[table["dimension"] == "all"].iloc[0]
     per_dimension = table.loc[table["dimension"] != "all", "n_items"]

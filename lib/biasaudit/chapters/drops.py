@@ -8,7 +8,7 @@ from biasaudit import charts
 from biasaudit.models import OFFLINE_MODELS
 from biasaudit.params import RunParams
 from biasaudit.prose import run_scope
-from biasaudit.report import Report, TableStyle
+from biasaudit.report import Report, TableStyle, interval_column
 from biasaudit.study import Study
 
 DROPS_STYLE = TableStyle(columns={
@@ -20,11 +20,6 @@ CELLS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "n": "items", "drop": "drop (English − language)", "p": "p", "q": "q",
     "reliable": "reliable", "drop_binary": "drop (binary)", "q_binary": "q (binary)", "sd": "SD of the changes",
     "noise_only": "noise only"}, decimals=4)
-
-
-def interval_column(low: pd.Series, high: pd.Series) -> list[str]:
-    """"[low, high]" per row, empty where there is no interval (English, or a single model)."""
-    return ["" if pd.isna(a) or pd.isna(b) else f"[{a:.3f}, {b:.3f}]" for a, b in zip(low, high)]
 
 
 def report(params: RunParams) -> Report:

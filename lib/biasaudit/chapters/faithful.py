@@ -8,19 +8,18 @@ import pandas as pd
 from biasaudit import analyses, charts
 from biasaudit.params import RunParams
 from biasaudit.paths import run_dir
-from biasaudit.report import Report, TableStyle, note
+from biasaudit.report import Report, TableStyle, note, with_interval
 from biasaudit.study import Study
 
+# Each drop with its 95% interval in one cell ("value [low, high]"), so the table fits the page.
 FAITHFUL_STYLE = TableStyle(columns={
     "language": "language", "n_all": "pairs", "n_faithful": "faithful pairs", "share_faithful": "share faithful",
-    "n_unjudged": "not judged", "drop_all": "drop, all", "drop_all_low": "low", "drop_all_high": "high",
-    "drop_faithful": "drop, faithful only", "drop_faithful_low": "low ", "drop_faithful_high": "high ",
-    "reduction": "reduction", "reduction_low": "low  ", "reduction_high": "high  "},
-    decimals=4, percent=("share_faithful",))
+    "n_unjudged": "not judged", "shown_all": "drop, all [95%]", "shown_faithful": "drop, faithful only [95%]",
+    "shown_reduction": "reduction [95%]"}, percent=("share_faithful",))
 TESTS_STYLE = TableStyle(columns={
     "subset": "subset", "language": "language", "n_items": "items", "translation_drop": "translation drop",
-    "rewording_drop": "rewording drop", "excess_drop": "excess drop", "low": "low", "high": "high", "p": "p",
-    "q": "q", "reliable": "reliable"}, decimals=4)
+    "rewording_drop": "rewording drop", "shown_excess": "excess drop [95%]", "p": "p", "q": "q",
+    "reliable": "reliable"}, decimals=4)
 
 
 def read_similarity(params: RunParams) -> pd.DataFrame | None:
@@ -104,8 +103,12 @@ def report(params: RunParams) -> Report:
         faithful = pd.DataFrame(columns=list(FAITHFUL_STYLE.columns))
     tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold)
     out = Report()
-    out.add_table("faithful", faithful, FAITHFUL_STYLE)
-    out.add_table("tests", tests, TESTS_STYLE)
+    out.add_table("faithful", faithful.assign(**{
+        f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)
+        for name, column in (("all", "drop_all"), ("faithful", "drop_faithful"), ("reduction", "reduction"))}),
+        FAITHFUL_STYLE)
+    out.add_table("tests", tests.assign(shown_excess=with_interval(tests["excess_drop"], tests["low"], tests["high"], 4)),
+                  TESTS_STYLE)
     out.values.update({
         "judged_text": judged_text(params, study.scores, similarity), "faithful_text": faithful_text(faithful),
         "tests_text": tests_text(tests),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from biasaudit import pipeline
 from biasaudit.params import RunParams
 from biasaudit.report import Report, TableStyle
@@ -27,12 +29,8 @@ def report(params: RunParams) -> Report:
         "collapsed_text": ("No translation in this run lost its contrast." if collapsed.empty else
                            f"The {len(collapsed)} collapsed versions are listed below."),
     })
-    counts = (items.groupby(["source", "dimension", "variant", "language"]).size().rename("versions").reset_index())
-    wide = counts.pivot_table(index=["source", "dimension"], columns=["variant", "language"], values="versions",
-                              aggfunc="sum", fill_value=0)
-    wide.columns = [f"{language} ({variant})" if variant != "original" else "en (original)"
-                    for variant, language in wide.columns]
-    out.add_table("counts", wide.reset_index())
+    out.add_table("counts", version_counts(items))
+    out.add_table("dimensions", base_counts(originals))
     out.add_table("stages", stages, TableStyle(columns={"source": "source", "category": "category",
                                                         "stage": "stage", "n": "items", "reason": "reason"},
                                          empty=""))
@@ -47,3 +45,26 @@ def report(params: RunParams) -> Report:
     out.add_table("one_item", items.loc[items["base_id"] == first], TableStyle(columns={
         "language": "language", "variant": "variant", "via": "made by", **TEXT_COLUMNS}))
     return out
+
+
+def version_counts(items: pd.DataFrame) -> pd.DataFrame:
+    """Item versions per language and variant (rows) and source (columns): what the run scores in
+    each language, in a table as narrow as the sources are few."""
+    variants = pd.Categorical(items["variant"], ["original", "rewording", "translation"])
+    counts = items.assign(variant=variants).groupby(["variant", "language", "source"], observed=True).size()
+    return _with_total(counts.unstack("source", fill_value=0))
+
+
+def base_counts(originals: pd.DataFrame) -> pd.DataFrame:
+    """English base items per social dimension (rows) and source (columns)."""
+    return _with_total(originals.groupby(["dimension", "source"]).size().unstack("source", fill_value=0))
+
+
+def _with_total(counts: pd.DataFrame) -> pd.DataFrame:
+    """An `all` column where there is more than one source; the index as columns."""
+    if counts.shape[1] > 1:
+        counts["all"] = counts.sum(axis=1)
+    counts = counts.reset_index().rename_axis(columns=None)
+    if "variant" in counts:  # the ordered categorical back to text, for the table's display
+        counts["variant"] = counts["variant"].astype(str)
+    return counts

@@ -16,7 +16,8 @@ ERRORS_STYLE = TableStyle(columns={
     "setting": "errors switched on", "n_models": "models", "n_items": "items", "english_soft": "English soft",
     "english_binary": "English binary", "n_cells": "cells", "cells_below": "cells below English",
     "reliable_drops": "reliable drops", "slope_rewording": "slope (rewording)",
-    "slope_translation": "slope (translation)", "empty_options": "rows with an unscored continuation"}, empty="")
+    "slope_translation": "slope (translation)", "empty_options": "rows with an unscored continuation"}, empty="",
+    formats={"setting": lambda setting: setting.replace("_", " ")})  # lines may break between words
 EXAMPLE_STYLE = TableStyle(columns={
     "setting": "errors", "model": "model", "item_id": "item", "context": "context", "stereotyped": "stereotyped",
     "anti_stereotyped": "anti-stereotyped", "third": "third", "ntok_stereotyped": "tokens (stereotyped)",

@@ -16,7 +16,7 @@ TABLE_STYLE = TableStyle(columns={
     "reliable_rises": "reliable rises", "drop": "drop (English − language)", "drop_low": "low", "drop_high": "high",
     "slope_translation": "slope (translation)", "slope_rewording": "slope (rewording)",
     "same_choice_translation": "same choice (translation)", "same_choice_rewording": "same choice (rewording)"},
-    percent=("same_choice_translation", "same_choice_rewording"))
+    percent=("same_choice_translation", "same_choice_rewording"), transpose=True)  # one column per source
 
 
 def name(source: str) -> str:

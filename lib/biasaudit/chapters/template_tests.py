@@ -45,7 +45,7 @@ RATES_STYLE = TableStyle(columns={
 CELLS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "n": "templates", "pass_rate_en": "pass rate (English)",
     "pass_rate": "pass rate (language)", "pass_drop": "pass drop (English − language)",
-    "discordant": "templates that change", "p": "p", "q": "q", "reliable": "reliable"},
+    "discordant": "templates that change", "p": "p", "q": "q"},
     percent=("pass_rate_en", "pass_rate"))
 KINDS_STYLE = TableStyle(columns={
     "model": "model", "replies": "replies", "expected answer": "accepted answer",
@@ -57,7 +57,7 @@ KINDS_STYLE = TableStyle(columns={
 FLOOR_STYLE = TableStyle(columns={
     "model": "model", "via": "route", "n": "templates", "pass_rate_en": "pass rate (English)",
     "pass_rate": "pass rate (reworded)", "floor": "floor |English − reworded|", "discordant": "templates that change",
-    "p": "p", "q": "q", "reliable": "reliable"}, percent=("pass_rate_en", "pass_rate"))
+    "p": "p", "q": "q"}, percent=("pass_rate_en", "pass_rate"))
 
 
 @dataclass
@@ -152,15 +152,13 @@ def run(params: RunParams, templates: pd.DataFrame, communities: dict
 
 
 def library_table(templates: pd.DataFrame, filled: pd.DataFrame) -> pd.DataFrame:
-    """Per concern: templates asked, prompts their filling gives in all, and prompts asked, in
-    English (the other languages ask the same templates where the library has them)."""
+    """Per concern and kind of template (original, paraphrase, translation): templates, prompts
+    their filling gives in all, and prompts asked; one row each, so the table stays narrow."""
     counts = filled.groupby("template_id").agg(all=("n_instances", "first"), asked=("instance", "size"))
     table = templates.join(counts, on="template_id").fillna({"all": 0, "asked": 0})
     table["kind"] = table["variant"].where(table["language"] == "en", "translation")
-    wide = (table.groupby(["concern", "kind"]).agg(templates=("template_id", "size"), prompts=("all", "sum"),
-                                                   asked=("asked", "sum")).astype(int).unstack("kind", fill_value=0))
-    wide.columns = [f"{what} ({kind})" for what, kind in wide.columns]
-    return wide.reset_index()
+    return (table.groupby(["concern", "kind"]).agg(templates=("template_id", "size"), prompts=("all", "sum"),
+                                                   asked=("asked", "sum")).astype(int).reset_index())
 
 
 # ---------------------------------------------------------------------------------------------

@@ -62,8 +62,8 @@ ORDER_STYLE = TableStyle(columns={
     "cosine_t2p": "cosine T2P", "difference": "P2T − T2P", "p": "p", "q": "q", "reliable": "reliable"}, empty="")
 ITEMS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "translator": "translator", "n": "items",
-    "drop_human": "drop (human translation)", "drop_machine": "drop (machine translation)",
-    "difference": "machine − human drop", "p": "p", "q": "q", "reliable": "reliable"}, empty="")
+    "drop_human": "drop, human", "drop_machine": "drop, machine", "difference": "machine − human", "p": "p",
+    "q": "q", "reliable": "reliable"}, empty="")
 PAIRING_STYLE = TableStyle(columns={
     "language": "language", "english": "English templates", "human": "human translations", "paired": "paired",
     "mismatched": "mismatched (listed below)", "english_only": "English only"}, empty="")

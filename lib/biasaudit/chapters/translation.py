@@ -13,6 +13,10 @@ from biasaudit.prose import count_noun, extremes, reasons_sentence, value_range
 from biasaudit.report import Report, TableStyle
 from biasaudit.runstore import write_atomically
 
+REVIEW_STYLE = TableStyle(columns={
+    "item_id": "item", "language": "language", "kind": "judged", "similarity": "similarity",
+    "above_unrelated": "share of unrelated pairs below", "original": "English (stereotyped / anti-stereotyped)",
+    "version": "translation (stereotyped / anti-stereotyped)"})
 SUMMARY_STYLE = TableStyle(columns={
     "kind": "kind", "language": "language", "via": "made by", "n": "versions", "median": "median similarity",
     "unrelated_mean": "unrelated pairs (mean)", "separated": "above the unrelated 95th percentile",
@@ -150,7 +154,7 @@ def report(params: RunParams) -> Report:
         pairs, order=list(params.languages), threshold=params.faithful_threshold,
         title=f"Human translations vs unrelated pairs ({embed.name}); dashed: faithful threshold")
     out.add_table("review", judge.review_table(similarity.loc[similarity["variant"] == "translation"],
-                                               params.n_review))
+                                               params.n_review), REVIEW_STYLE)
 
     # --- a machine translator on a sample
     rng = np.random.default_rng(params.seed)

@@ -9,7 +9,7 @@ from biasaudit import charts
 from biasaudit.analyses import verdict as v
 from biasaudit.chapters.faithful import read_similarity
 from biasaudit.params import RunParams
-from biasaudit.report import Report, TableStyle, spoken_list
+from biasaudit.report import Report, TableStyle, interval_column, spoken_list
 from biasaudit.study import Study
 from biasaudit.translate.languages import language_label
 
@@ -18,10 +18,11 @@ LANGUAGE_STYLE = TableStyle(columns={
     "reliable": "reliable shift in", "floor": "noise floor", "drop_faithful": "drop, faithful translations",
     "slope": "carry-over slope", "power": "power at this scatter"},
     formats={"power": "{:.0%}", "language": language_label})
+# "reliable" is q below alpha (the prose gives alpha); the items per cell go to the caption when equal.
 CELL_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "verdict": "verdict", "n": "items", "drop": "drop (English − language)",
-    "low": "low", "high": "high", "q": "q", "reliable": "reliable", "floor": "model's floor",
-    "drop_faithful": "drop, faithful", "slope": "slope", "power": "power"}, formats={"power": "{:.0%}"})
+    "interval": "95% interval over items", "q": "q", "floor": "model's floor", "drop_faithful": "drop, faithful",
+    "slope": "slope", "power": "power"}, formats={"power": "{:.0%}"})
 
 
 def summary_text(languages: pd.DataFrame) -> str:
@@ -41,10 +42,10 @@ def report(params: RunParams) -> Report:
     out = Report()
     # Shown narrow enough to read at a glance: the interval in one column, the reliable models as "k of m".
     out.add_table("languages", languages.assign(
-        interval=[f"[{low:.3f}, {high:.3f}]" for low, high in zip(languages["low"], languages["high"])],
+        interval=interval_column(languages["low"], languages["high"]),
         reliable=[f"{k} of {m} models" for k, m in zip(languages["reliable_models"], languages["n_models"])]),
         LANGUAGE_STYLE)
-    out.add_table("cells", cells, CELL_STYLE)
+    out.add_table("cells", cells.assign(interval=interval_column(cells["low"], cells["high"])), CELL_STYLE)
     out.values.update({
         "summary_text": summary_text(languages), "n_languages": len(languages), "n_cells": len(cells),
         "n_models": int(cells["model"].nunique()), "alpha": params.alpha, "min_power": v.MIN_POWER,
