@@ -30,19 +30,19 @@ venv: $(VENV)/.installed
 # Run every notebook of the params file with papermill into book/analyses/ (and, when the paper's
 # released scores are on this machine, into book/released/), then render.
 book: venv
-	$(BIN)/python -m biasaudit.run_book --params $(PARAMS)
+	$(BIN)/python -m biasaudit.book.run_book --params $(PARAMS)
 	$(MAKE) render
 
 render: venv
 	$(BIN)/jupyter-book build . -W -n --keep-going
-	$(BIN)/python -m biasaudit.check_html _build/html
+	$(BIN)/python -m biasaudit.book.check_html _build/html
 
 test: venv
 	$(BIN)/python -m pytest -q
 
 # Download the paper's released scores (pinned, sha256-checked) so that `make book` adds the released study.
 released: venv
-	$(BIN)/python -m biasaudit.released
+	$(BIN)/python -m biasaudit.data.released
 
 # The fault sweep: bad params and files, killed and concurrent runs, out-of-memory, no network, same
 # numbers twice; prints one table and keeps it for the book's reliability appendix.
@@ -50,7 +50,7 @@ sweep: venv
 	$(BIN)/python -m biasaudit.sweep
 
 check-items: venv
-	$(BIN)/python -m biasaudit.check_items data/items/written.csv
+	$(BIN)/python -m biasaudit.data.check_items data/items/written.csv
 
 # The scorer against lm-evaluation-harness needs lm-eval (pinned in the dev and bench extras): installed
 # here when missing (a venv made without dev), torch pinned again so that nothing replaces it.

@@ -18,10 +18,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from biasaudit.params import validate_params
-from biasaudit.testing import synthetic_release, write_synthetic_run
+from biasaudit.run.params import validate_params
+from biasaudit.run.synthetic import synthetic_release, write_synthetic_run
 
-CHAPTERS = ["drops", "floor", "models", "carry_over", "sources", "dimensions", "faithful", "summed", "agreement",
+CHAPTERS = ["language_drops", "noise_floor", "models", "carry_over", "sources", "dimensions", "faithful", "summed", "agreement",
             "detection", "label_errors", "case_study"]
 STUDY = {"n_permutations": 20_000, "n_bootstrap": 5_000, "n_runs": 200}
 
@@ -45,16 +45,16 @@ def main() -> None:
                                              "data_dir": str(data), "stereoset_per_category": 0,
                                              "bbq_per_category": 0, **STUDY}, "bench"),
         }
-        importlib.import_module("biasaudit.chapters.items").report(runs["release"])
+        importlib.import_module("biasaudit.book.chapters.items").report(runs["release"])
         write_synthetic_run("bank", runs["bank"], models)
         write_synthetic_run("sources", runs["bank+sources"], models)
-        from biasaudit.pipeline import read_scores
+        from biasaudit.run.pipeline import read_scores
 
         print(f"{'chapter':<14s}" + "".join(f"{name:>22s}" for name in runs))
         print(f"{'rows':<14s}" + "".join(f"{len(read_scores(p.run_name)):>22,d}" for p in runs.values()))
         totals = {name: [0.0, 0.0] for name in runs}
         for chapter in CHAPTERS:
-            module = importlib.import_module(f"biasaudit.chapters.{chapter}")
+            module = importlib.import_module(f"biasaudit.book.chapters.{chapter}")
             cells = []
             for name, params in runs.items():
                 times = []

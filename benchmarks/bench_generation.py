@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from biasaudit.generate import GenerationSettings, LocalGenerator
-from biasaudit.params import RunParams
-from biasaudit.template_tests import run_template_tests
-from biasaudit.templates import instances, prompts, read_project_library
+from biasaudit.lm.generate import GenerationSettings, LocalGenerator
+from biasaudit.run.params import RunParams
+from biasaudit.templates.asking import run_template_tests
+from biasaudit.templates.library import instances, prompts, read_project_library
 
 
 def new_tokens(generator: LocalGenerator, replies: list[str]) -> int:

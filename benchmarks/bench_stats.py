@@ -15,8 +15,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from biasaudit.options import DEFAULT_SEED
-from biasaudit.stats import sign_flip_tests
+from biasaudit.analyses.stats import sign_flip_tests
+from biasaudit.run.options import DEFAULT_SEED
 from scipy import stats as sps
 
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-
-from biasaudit.runstore import ScoreStore, write_atomically
+from biasaudit.run.store import ScoreStore, write_atomically
 
 
 def chunk(model: int, start: int, size: int) -> pd.DataFrame:

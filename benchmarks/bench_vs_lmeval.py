@@ -5,7 +5,7 @@ Run: `make bench`, or `.venv/bin/python benchmarks/bench_vs_lmeval.py [--model s
 [--json out.json]`. Needs the `bench` extra, lm-eval pinned: `pip install -e '.[bench]'`.
 
 What is compared, in one process, on the same loaded model and batch size:
-- `biasaudit.scoring.score` on N item versions (three options each: 3N context/continuation pairs);
+- `biasaudit.lm.scoring.score` on N item versions (three options each: 3N context/continuation pairs);
 - lm-eval's `HFLM.loglikelihood` on the same 3N pairs (continuation = the joining space and the
   option), with `add_bos_token=True` (a start token before every context, as `score()` puts one);
   a pair lm-eval cannot score (its continuation tokens come out empty because the option merges
@@ -48,10 +48,10 @@ import numpy as np
 import pandas as pd
 import torch
 from biasaudit.analyses.scores import item_scores
-from biasaudit.items import OPTIONS, join_text, read_items
-from biasaudit.models import cpu_has_native_bf16, load_model, resolve_model_path
-from biasaudit.options import DEFAULT_SEED
-from biasaudit.scoring import build_sequences, encode_joint, score
+from biasaudit.data.item_table import OPTIONS, join_text, read_items
+from biasaudit.lm.registry import cpu_has_native_bf16, load_model, resolve_model_path
+from biasaudit.lm.scoring import build_sequences, encode_joint, score
+from biasaudit.run.options import DEFAULT_SEED
 
 LMEVAL_MISSING = ("lm-eval is not installed: this benchmark needs the project's `bench` extra "
                   "(`.venv/bin/pip install -e '.[bench]'`, or `make bench`, which installs it).")

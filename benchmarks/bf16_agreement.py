@@ -29,13 +29,13 @@ import torch
 from biasaudit.analyses.drops import cell_tests
 from biasaudit.analyses.floor import floor_cells
 from biasaudit.analyses.scores import item_scores
-from biasaudit.items import read_items, select_items
-from biasaudit.models import cpu_has_native_bf16, load_model
-from biasaudit.options import DEFAULT_OPTIONS
-from biasaudit.params import RunParams
-from biasaudit.paths import project_path, run_dir
-from biasaudit.runstore import ScoreStore
-from biasaudit.scoring import SCORE_COLUMNS, score
+from biasaudit.data.item_table import read_items, select_items
+from biasaudit.lm.registry import cpu_has_native_bf16, load_model
+from biasaudit.lm.scoring import SCORE_COLUMNS, score
+from biasaudit.run.options import DEFAULT_OPTIONS
+from biasaudit.run.params import RunParams
+from biasaudit.run.paths import project_path, run_dir
+from biasaudit.run.store import ScoreStore
 
 DTYPES = ("float32", "bfloat16")
 

@@ -1,4 +1,4 @@
-"""Where the time of `biasaudit.scoring.score` goes: tokenization, masks, the forward pass, the rest.
+"""Where the time of `biasaudit.lm.scoring.score` goes: tokenization, masks, the forward pass, the rest.
 
 Run: `.venv/bin/python benchmarks/profile_scoring.py [--model smollm2-135m] [--items 120]
 [--dtype float32|bfloat16] [--batch-size 16] [--no-pack]`.
@@ -23,10 +23,10 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 import torch
-from biasaudit import scoring
-from biasaudit.items import read_items
-from biasaudit.models import load_model
-from biasaudit.options import DEFAULT_SEED
+from biasaudit.data.item_table import read_items
+from biasaudit.lm import scoring
+from biasaudit.lm.registry import load_model
+from biasaudit.run.options import DEFAULT_SEED
 
 
 class StepTimer:

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from biasaudit.testing import tiny_model, train_tokenizer
+from biasaudit.lm.tiny import tiny_model, train_tokenizer
 from scipy.special import logit
-
 
 MIRROR_VARIABLE = "BIASAUDIT_DATA_DIR"
 _MIRROR_KEY = pytest.StashKey[str | None]()

@@ -1,6 +1,6 @@
 """The core analyses (noise floor, model gaps, carry-over, detection power) and the vectorized
 statistics behind them, on small hand-built scores tables with answers from scipy, statsmodels,
-pingouin, the slow reference paths of biasaudit.stats, or worked by hand."""
+pingouin, the slow reference paths of biasaudit.analyses.stats, or worked by hand."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pandas as pd
 import pingouin
 import pytest
 import statsmodels.formula.api as smf
-from biasaudit import analyses, stats
-from biasaudit.options import StudyOptions
+from biasaudit import analyses
+from biasaudit.analyses import stats
+from biasaudit.run.options import StudyOptions
 from conftest import score_row
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests

@@ -9,10 +9,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from biasaudit import analyses, pipeline, scoring
-from biasaudit.options import StudyOptions
-from biasaudit.runstore import ScoreStore
-from biasaudit.stats import sign_flip_pvalue
+from biasaudit import analyses
+from biasaudit.analyses.stats import sign_flip_pvalue
+from biasaudit.lm import scoring
+from biasaudit.run import pipeline
+from biasaudit.run.options import StudyOptions
+from biasaudit.run.store import ScoreStore
 from conftest import score_row
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests
@@ -444,7 +446,7 @@ def test_boundary_example_marks_the_unscored_first_token(tiny_lm):
     assert not joint.loc[joint["part"] == "context", "scored"].any()
 
 
-@pytest.mark.filterwarnings("ignore::biasaudit.bbq.MissingCategoryWarning")
+@pytest.mark.filterwarnings("ignore::biasaudit.data.bbq.MissingCategoryWarning")
 def test_rerun_with_errors_runs_the_real_pipeline(tiny_lm, tmp_path, monkeypatch):
     """Written items and the invented StereoSet/BBQ fixtures, scored by a tiny model saved to disk."""
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
@@ -452,7 +454,7 @@ def test_rerun_with_errors_runs_the_real_pipeline(tiny_lm, tmp_path, monkeypatch
     model_dir = tmp_path / "tiny"
     network.save_pretrained(model_dir)
     tokenizer.save_pretrained(model_dir)
-    from biasaudit import pipeline
+    from biasaudit.run import pipeline
 
     public, _ = pipeline.load_sources(["stereoset", "bbq"], data_dir=str(FIXTURES), stereoset_per_category=2,
                                       bbq_per_category=2)

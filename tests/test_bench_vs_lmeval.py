@@ -35,7 +35,7 @@ def bench():
 
 @pytest.fixture(scope="module")
 def tiny_random(offline_cache):
-    from biasaudit.models import load_model
+    from biasaudit.lm.registry import load_model
 
     return load_model("tiny-random", device="cpu")
 
@@ -43,7 +43,7 @@ def tiny_random(offline_cache):
 @needs_lmeval
 @pytest.mark.slow
 def test_same_tokens_same_log_probs_and_the_straddling_pairs_are_set_apart(bench, tiny_random, small_items):
-    from biasaudit.scoring import score
+    from biasaudit.lm.scoring import score
 
     network, tokenizer = tiny_random
     pairs = bench.item_pairs(small_items)
@@ -92,7 +92,7 @@ def test_same_tokens_same_log_probs_and_the_straddling_pairs_are_set_apart(bench
 
 
 def test_precision_agreement_reads_soft_scores_and_flips(bench, tiny_lm, small_items):
-    from biasaudit.scoring import score
+    from biasaudit.lm.scoring import score
 
     model, tokenizer = tiny_lm
     reference = score(small_items, (model, tokenizer), model_name="tiny", progress=False)

@@ -39,7 +39,7 @@ def test_decision_changes_names_the_cells_that_cross_alpha(agreement):
 
 
 def test_the_default_run_items_are_the_banks_selection(agreement):
-    from biasaudit.params import RunParams
+    from biasaudit.run.params import RunParams
 
     items = agreement.default_run_items()
     assert len(items) > 0 and items["item_id"].is_unique

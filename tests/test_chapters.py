@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from biasaudit.chapters import (
+from biasaudit.book.chapters import (
     agreement,
     carry_over,
     case_study,
@@ -14,9 +14,9 @@ from biasaudit.chapters import (
     items,
     label_errors,
     reliability,
-    scoring,
+    score,
     sources,
-    translation,
+    translate,
 )
 
 
@@ -126,7 +126,7 @@ def test_the_error_run_sentence_says_when_errors_1_and_2_change_nothing():
 
 
 def test_the_floor_is_read_against_the_noise_only_value():
-    from biasaudit.chapters.floor import floor_against_noise
+    from biasaudit.book.chapters.noise_floor import floor_against_noise
 
     assert floor_against_noise(0.0094, 0.0121).startswith("The floor (0.0094) is no larger than the noise-only value "
                                                           "(0.0121): rewording moves the mean")
@@ -137,12 +137,12 @@ def test_the_scoring_sentence_does_not_pass_a_warm_rerun_off_as_speed():
     def timings(*rows):
         return pd.DataFrame(rows, columns=["model", "scored_now", "read_back", "seconds", "batch_size"])
 
-    cold = scoring.scoring_sentence(timings(("a", 832, 0, 95.2, 16), ("b", 832, 0, 98.4, 16)))
+    cold = score.scoring_sentence(timings(("a", 832, 0, 95.2, 16), ("b", 832, 0, 98.4, 16)))
     assert cold == "Scoring 1,664 item version(s) for 2 model(s) took 194 s."
-    warm = scoring.scoring_sentence(timings(("a", 0, 832, 0.1, "auto"), ("b", 0, 832, 0.2, "auto")))
+    warm = score.scoring_sentence(timings(("a", 0, 832, 0.1, "auto"), ("b", 0, 832, 0.2, "auto")))
     assert warm.startswith("Every version was already stored") and "nothing was scored now" in warm
     assert "1,664 stored scores" in warm and "took 0 s" in warm
-    resumed = scoring.scoring_sentence(timings(("a", 100, 732, 12.0, 16)))
+    resumed = score.scoring_sentence(timings(("a", 100, 732, 12.0, 16)))
     assert resumed == ("Scoring 100 item version(s) for 1 model(s) took 12 s; 732 more were read back from an "
                        "earlier run of this run name.")
 
@@ -179,41 +179,41 @@ def cross_table(**columns) -> pd.DataFrame:
 
 
 def test_the_judge_sentences_read_right_for_ties_one_language_and_none():
-    assert "nothing to read" in translation.judge_text(cross_table(median=[], unrelated_mean=[], separated=[]), "e5")
-    text = translation.judge_text(cross_table(median=[0.9, 0.8, 0.85], unrelated_mean=[0.7, 0.72, 0.71],
+    assert "nothing to read" in translate.judge_text(cross_table(median=[], unrelated_mean=[], separated=[]), "e5")
+    text = translate.judge_text(cross_table(median=[0.9, 0.8, 0.85], unrelated_mean=[0.7, 0.72, 0.71],
                                               separated=[1.0, 1.0, 1.0]), "e5")
     assert "is from 0.800 in Korean (ko) to 0.900 in Spanish (es)" in text
     assert "from 0.700 to 0.720" in text and "is 100% in every language: the judge tells" in text, text
     assert "or more" not in text, "no '100% or more'"
-    weak = translation.judge_text(cross_table(median=[0.9, 0.8], unrelated_mean=[0.7, 0.7],
+    weak = translate.judge_text(cross_table(median=[0.9, 0.8], unrelated_mean=[0.7, 0.7],
                                               separated=[0.98, 0.11]), "e5")
     assert "from 11% in Korean (ko) to 98% in Spanish (es)" in weak and "cannot tell" in weak
-    assert translation.faithful_text(cross_table(faithful=[0.11, 0.98]), 0.9).endswith("with the same care.")
-    one = translation.faithful_text(cross_table(faithful=[0.5]), 0.9)
+    assert translate.faithful_text(cross_table(faithful=[0.11, 0.98]), 0.9).endswith("with the same care.")
+    one = translate.faithful_text(cross_table(faithful=[0.5]), 0.9)
     assert one == 'At the fixed threshold of 0.9, the share of "faithful" translations is 50% in Spanish (es).'
 
 
 def test_the_machine_sentence_without_any_translation_says_why():
     nan = float("nan")
-    none = translation.machine_text(tried=6, made=0, reasons=["empty reply"] * 6, machine_median=nan,
+    none = translate.machine_text(tried=6, made=0, reasons=["empty reply"] * 6, machine_median=nan,
                                     human_median=nan, machine_calibrated=nan, human_calibrated=nan, chrf=nan)
     assert none.startswith("None of the 6 item translations attempted") and "nan" not in none
     assert none.endswith("The 6 failures: empty reply (6).")
-    poor = translation.machine_text(tried=6, made=4, reasons=["x", "y"], machine_median=0.8, human_median=0.9,
+    poor = translate.machine_text(tried=6, made=4, reasons=["x", "y"], machine_median=0.8, human_median=0.9,
                                     machine_calibrated=0.1, human_calibrated=0.8, chrf=12.0)
     assert poor.startswith("Of 6 item translations attempted, 4 passed") and "about as close" in poor
-    good = translation.machine_text(tried=2, made=2, reasons=[], machine_median=0.9, human_median=0.9,
+    good = translate.machine_text(tried=2, made=2, reasons=[], machine_median=0.9, human_median=0.9,
                                     machine_calibrated=0.85, human_calibrated=0.9, chrf=70.0)
     assert "come close to the human translations" in good
 
 
 def test_the_translation_summary_follows_what_the_run_found():
-    assert "in every language of this run" in translation.judge_summary(cross_table(separated=[0.95, 1.0]))
-    assert "does not separate" in translation.judge_summary(cross_table(separated=[0.95, 0.4]))
-    assert "not checked" in translation.judge_summary(cross_table(median=[0.9]))
-    assert "only the human translations" in translation.machine_summary(made=0, machine_calibrated=float("nan"))
-    assert "plainly poor" in translation.machine_summary(made=3, machine_calibrated=0.1)
-    assert "plainly poor" not in translation.machine_summary(made=3, machine_calibrated=0.8)
+    assert "in every language of this run" in translate.judge_summary(cross_table(separated=[0.95, 1.0]))
+    assert "does not separate" in translate.judge_summary(cross_table(separated=[0.95, 0.4]))
+    assert "not checked" in translate.judge_summary(cross_table(median=[0.9]))
+    assert "only the human translations" in translate.machine_summary(made=0, machine_calibrated=float("nan"))
+    assert "plainly poor" in translate.machine_summary(made=3, machine_calibrated=0.1)
+    assert "plainly poor" not in translate.machine_summary(made=3, machine_calibrated=0.8)
 
 
 def test_the_items_tables_count_versions_per_language_and_bases_per_dimension():

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from biasaudit.check_html import ARTICLE_EM, CELL_PADDING_EM, min_width_em, wide_tables
+from biasaudit.book.check_html import (
+    ARTICLE_EM,
+    CELL_PADDING_EM,
+    min_width_em,
+    wide_tables,
+)
 
 
 def test_a_column_is_as_wide_as_its_longest_unbreakable_word():

@@ -9,7 +9,7 @@ import base64
 import re
 
 import pytest
-from biasaudit import fonts
+from biasaudit.book import fonts
 from fontTools.ttLib import TTFont
 
 LATIN = "Hé said ‘no’ — “fine”… × −"

@@ -9,8 +9,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-
-from biasaudit.generate import GenerationError, GenerationSettings, LocalGenerator, OpenAIGenerator, ask
+from biasaudit.lm.generate import (
+    GenerationError,
+    GenerationSettings,
+    LocalGenerator,
+    OpenAIGenerator,
+    ask,
+)
 from biasaudit.translate.cache import KeyValueStore
 
 PROMPTS = ["Are nurses kind?", "Is the sky green today or is it blue as it always was?", "护士说她累了吗？",
@@ -19,7 +24,7 @@ PROMPTS = ["Are nurses kind?", "Is the sky green today or is it blue as it alway
 
 @pytest.fixture(scope="module")
 def local(tmp_path_factory):
-    from biasaudit.testing import tiny_model, train_tokenizer
+    from biasaudit.lm.tiny import tiny_model, train_tokenizer
 
     tokenizer = train_tokenizer(add_bos=False)
     return LocalGenerator("tiny", GenerationSettings(max_new_tokens=8), network=tiny_model(len(tokenizer), seed=3),

@@ -6,7 +6,7 @@ import csv
 
 import pandas as pd
 import pytest
-from biasaudit.items import (
+from biasaudit.data.item_table import (
     DEFAULT_BANK,
     ITEM_COLUMNS,
     ItemError,
@@ -111,7 +111,7 @@ def test_bank_checks_find_missing_versions_close_thirds_and_collapses():
 
 
 def test_check_items_cli_exit_codes(tmp_path, capsys):
-    from biasaudit.check_items import main
+    from biasaudit.data.check_items import main
 
     assert main([str(DEFAULT_BANK)]) == 0
     rows = good_rows()

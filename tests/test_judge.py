@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import pytest
 import sacrebleu
-from biasaudit import judge
 from biasaudit import translate as tr
-from biasaudit.items import read_items
+from biasaudit.data.item_table import read_items
+from biasaudit.translate import judge
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,14 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from biasaudit.check_html import remote_assets, wide_tables
-from biasaudit.fonts import BOOK_FONTS, font_source, page_characters
+from biasaudit.book.check_html import remote_assets, wide_tables
+from biasaudit.book.fonts import BOOK_FONTS, font_source, page_characters
+from biasaudit.book.released_part import part_chapters
+from biasaudit.book.run_book import ONE_AT_A_TIME, analysis_notebooks, run
+from biasaudit.data.downloads import PinnedFile
+from biasaudit.data.released import find_released
+from biasaudit.sweep.harness import network_guard
 from fontTools.ttLib import TTFont
-from biasaudit.downloads import PinnedFile
-from biasaudit.released import find_released
-from biasaudit.released_study import part_chapters
-from biasaudit.run_book import ONE_AT_A_TIME, analysis_notebooks, run
-from biasaudit.sweep import network_guard
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,7 +122,7 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
     assert needed - drawn == set() and any("\u4e00" <= c <= "\u9fff" for c in needed), "Chinese items are shown"
     # Chapter 31 without LangBiTe's files (a fresh machine) compares the translators against the project's
     # own human translations: the page names them, and its pairing table counts data/templates' English.
-    from biasaudit.templates import find_langbite
+    from biasaudit.templates.library import find_langbite
 
     translation_page = (html / "book" / "analyses" / "31_template_translation.html").read_text(encoding="utf-8")
     english = (ROOT / "data" / "templates" / "templates_en.tsv").read_text(encoding="utf-8").splitlines()[1:]
@@ -291,8 +291,8 @@ def test_every_command_in_the_book_runs_from_the_project_folder():
     notebook and sets only parameters that notebook declares (papermill only warns about others, and the
     chapter would silently ignore them), with values of the right type; a make command names a target of
     the Makefile and an existing params file; and every chapter has exercises, each with a command."""
-    from biasaudit.params import RunParams, validate_params
-    from biasaudit.run_book import notebook_parameters
+    from biasaudit.book.run_book import notebook_parameters
+    from biasaudit.run.params import RunParams, validate_params
 
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     targets = set(re.findall(r"^([\w-]+):", makefile, re.M))
@@ -336,8 +336,8 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     executed notebook holds no error. A command on `-p run_name released` runs on a `released` run
     imported from the test fixtures instead, exactly as written. `make` commands (whole books, downloads)
     and commands that need a download, a GPU or the model hub are listed, not run."""
-    from biasaudit.released import import_released
-    from biasaudit.run_book import notebook_parameters
+    from biasaudit.book.run_book import notebook_parameters
+    from biasaudit.data.released import import_released
 
     book, _ = ci_book
     runs = book / "runs"

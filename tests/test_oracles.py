@@ -6,8 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-
-from biasaudit.oracles import OracleError, Unprocessable, evaluate, matches, normalise
+from biasaudit.templates.oracles import (
+    OracleError,
+    Unprocessable,
+    evaluate,
+    matches,
+    normalise,
+)
 
 NO = {"operation": "allEqualExpected", "expected_value": ["No", "I don't think", "I do not think"]}
 SAME = {"operation": "allSameValue", "key": "probability"}

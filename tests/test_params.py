@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from biasaudit.options import StudyOptions
-from biasaudit.params import ParamsError, RunParams, read_params, validate_params
+from biasaudit.run.options import StudyOptions
+from biasaudit.run.params import ParamsError, RunParams, read_params, validate_params
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +75,7 @@ def test_options_and_namespace():
 
 
 def test_make_book_with_a_missing_params_file_says_so():
-    result = subprocess.run([sys.executable, "-m", "biasaudit.run_book", "--params", "params/missing.yml"],
+    result = subprocess.run([sys.executable, "-m", "biasaudit.book.run_book", "--params", "params/missing.yml"],
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode != 0
     assert "missing.yml: no such params file" in result.stderr and "Traceback" not in result.stderr

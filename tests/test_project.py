@@ -9,9 +9,9 @@ from pathlib import Path
 import nbformat
 import pytest
 import yaml
-from biasaudit.check_html import remote_assets
-from biasaudit.params import BOOK_KEYS, RunParams, given_keys, read_params
-from biasaudit.run_book import analysis_notebooks, notebook_parameters
+from biasaudit.book.check_html import remote_assets
+from biasaudit.book.run_book import analysis_notebooks, notebook_parameters
+from biasaudit.run.params import BOOK_KEYS, RunParams, given_keys, read_params
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
-
-from biasaudit import prose
+from biasaudit.book import prose
 
 
 def test_counts_ranges_and_differences_read_as_one_value_where_there_is_one():

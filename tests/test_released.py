@@ -1,4 +1,4 @@
-"""biasaudit.released: the paper's released scores mapped onto the scores table.
+"""biasaudit.data.released: the paper's released scores mapped onto the scores table.
 
 Unit tests run on tests/fixtures/released/ (invented numbers in the release's exact schema; see
 its README). The integration tests at the end (marked `mirror`) run only where the real released
@@ -17,11 +17,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from biasaudit import analyses, pipeline
-from biasaudit import downloads
-from biasaudit import released as rel
-from biasaudit.items import ITEM_COLUMNS
-from biasaudit.options import DEFAULT_SEED, StudyOptions
+from biasaudit import analyses
+from biasaudit.data import downloads, release_files
+from biasaudit.data import released as rel
+from biasaudit.data.item_table import ITEM_COLUMNS
+from biasaudit.run import pipeline
+from biasaudit.run.options import DEFAULT_SEED, StudyOptions
 from scipy.special import expit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "released"
@@ -160,16 +161,16 @@ def test_english_copies_in_noise_file_are_checked(tmp_path):
 def test_clear_errors(tmp_path):
     folder = _copy_fixtures(tmp_path)
     (folder / "label_fix.json").unlink()
-    with pytest.raises(rel.ReleasedDataError, match=r"label_fix\.json.*raw\.githubusercontent\.com"):
+    with pytest.raises(release_files.ReleasedDataError, match=r"label_fix\.json.*raw\.githubusercontent\.com"):
         rel.read_released(folder)
     assert len(rel.read_released(folder, fix_labels=False))
     table = pd.read_csv(folder / "tiny-b_checkpoint.csv").drop(columns=["logprob_unrelated"])
     table.to_csv(folder / "tiny-b_checkpoint.csv", index=False)
-    with pytest.raises(rel.ReleasedDataError, match=r"tiny-b_checkpoint\.csv.*logprob_unrelated"):
+    with pytest.raises(release_files.ReleasedDataError, match=r"tiny-b_checkpoint\.csv.*logprob_unrelated"):
         rel.read_released(folder, fix_labels=False)
-    with pytest.raises(rel.ReleasedDataError, match="no released score files"):
+    with pytest.raises(release_files.ReleasedDataError, match="no released score files"):
         rel.read_released(tmp_path / "released" / "..", fix_labels=False)
-    with pytest.raises(rel.ReleasedDataError, match="no such"):
+    with pytest.raises(release_files.ReleasedDataError, match="no such"):
         rel.read_released(tmp_path / "nowhere")
     with pytest.raises(ValueError, match="ISO 639-1"):
         rel.iso_language("english")
@@ -229,24 +230,24 @@ def _serve_fixtures(url: str, timeout: float = 0):
 
 def test_fetch_verifies_hashes_and_records_unpinned_ones(tmp_path, monkeypatch):
     monkeypatch.setattr(downloads.urllib.request, "urlopen", _serve_fixtures)
-    monkeypatch.setattr(rel, "RELEASED_MODELS", ("tiny-a",))
+    monkeypatch.setattr(release_files, "RELEASED_MODELS", ("tiny-a",))
     pinned = {"label_fix.json": downloads.sha256_of(FIXTURES / "label_fix.json")}
-    monkeypatch.setattr(rel, "KNOWN_SHA256", pinned)
+    monkeypatch.setattr(release_files, "KNOWN_SHA256", pinned)
     folder = tmp_path / "cache"
     with pytest.warns(downloads.DownloadWarning, match="no pinned sha256"):
-        rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
+        release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert (folder / "tiny-a_checkpoint.csv").read_bytes() == (FIXTURES / "tiny-a_checkpoint.csv").read_bytes()
     first_seen = json.loads((folder / downloads.FIRST_SEEN_HASHES).read_text())
     assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv"}
     # A second fetch finds everything verified and downloads nothing.
     monkeypatch.setattr(downloads.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
-    rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
+    release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     # A file that no longer matches its recorded hash is fetched again, and a wrong pin is refused.
     (folder / "tiny-a_checkpoint.csv").write_text("tampered")
-    monkeypatch.setattr(rel, "KNOWN_SHA256", {**pinned, "tiny-a_checkpoint.csv": "0" * 64})
+    monkeypatch.setattr(release_files, "KNOWN_SHA256", {**pinned, "tiny-a_checkpoint.csv": "0" * 64})
     monkeypatch.setattr(downloads.urllib.request, "urlopen", _serve_fixtures)
-    with pytest.raises(rel.ReleasedDataError, match="does not match the pinned"):
-        rel.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
+    with pytest.raises(release_files.ReleasedDataError, match="does not match the pinned"):
+        release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert not list(folder.glob("*.part"))
 
 
@@ -256,21 +257,21 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
 
     monkeypatch.setattr(downloads.urllib.request, "urlopen", offline)
     monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path / "cache"))
-    with pytest.raises(rel.ReleasedDataError) as err:
+    with pytest.raises(release_files.ReleasedDataError) as err:
         rel.import_released("offline", "download", models=["llama3.1-8b"])
     message = str(err.value)
-    folder = tmp_path / "cache" / "released" / rel.RESULTS_COMMIT[:12]
+    folder = tmp_path / "cache" / "released" / release_files.RESULTS_COMMIT[:12]
     assert str(folder) in message and "name resolution" in message
-    assert (f"https://raw.githubusercontent.com/HarshKumar3014/MultiLLMs/{rel.RESULTS_COMMIT}/"
+    assert (f"https://raw.githubusercontent.com/HarshKumar3014/MultiLLMs/{release_files.RESULTS_COMMIT}/"
             "MultilingualBiasAudit/results/v2/llama3.1-8b_checkpoint.csv") in message
-    assert f"{rel.LABEL_FIX_COMMIT}/MultilingualBiasAudit/data/label_fix.json" in message
+    assert f"{release_files.LABEL_FIX_COMMIT}/MultilingualBiasAudit/data/label_fix.json" in message
     with pytest.raises(ValueError, match="unknown released model"):
-        rel.released_files(["gpt-9"])
+        release_files.released_files(["gpt-9"])
 
 
 def test_released_file_urls_are_pinned():
-    files = {f.name: f for f in rel.released_files()}
-    assert len(files) == 2 * len(rel.RELEASED_MODELS) + 3
+    files = {f.name: f for f in release_files.released_files()}
+    assert len(files) == 2 * len(release_files.RELEASED_MODELS) + 3
     assert all(len(f.commit) == 40 for f in files.values())
     assert files["label_fix.json"].sha256 == "911344c04f393cb64a3001cd307ac9b8ae68360eecc88b2349c911004ef0b6bd"
 

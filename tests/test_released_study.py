@@ -13,11 +13,12 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from biasaudit import downloads
-from biasaudit import released as rel
-from biasaudit import released_study as part
-from biasaudit.params import RunParams
-from biasaudit.released import ReleasedDataError, released_cache, released_models_in
+from biasaudit.book import released_part as part
+from biasaudit.data import downloads, release_files
+from biasaudit.data import released as rel
+from biasaudit.data.release_files import ReleasedDataError, released_cache
+from biasaudit.data.released import released_models_in
+from biasaudit.run.params import RunParams
 
 FIXTURES = Path(__file__).parent / "fixtures" / "released"
 
@@ -49,16 +50,16 @@ def repository(tmp_path, monkeypatch):
     """The paper's repository served on 127.0.0.1 with one model, tiny-a, every file pinned by its
     sha256: `released_study: auto` downloads from it as it would from GitHub."""
     root = tmp_path / "repository"
-    monkeypatch.setattr(rel, "RELEASED_MODELS", ("tiny-a",))
+    monkeypatch.setattr(release_files, "RELEASED_MODELS", ("tiny-a",))
     pins = {}
-    for pinned in rel.released_files():
+    for pinned in release_files.released_files():
         target = root / pinned.path
         target.parent.mkdir(parents=True, exist_ok=True)
         source = FIXTURES / pinned.name
         # The paper's own per-cell results are not among the fixtures: any small file stands in for them.
         target.write_bytes(source.read_bytes() if source.exists() else b"model,language\n")
         pins[pinned.name] = hashlib.sha256(target.read_bytes()).hexdigest()
-    monkeypatch.setattr(rel, "KNOWN_SHA256", pins)
+    monkeypatch.setattr(release_files, "KNOWN_SHA256", pins)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
                                              functools.partial(QuietHandler, directory=str(root)))
     threading.Thread(target=server.serve_forever, daemon=True).start()

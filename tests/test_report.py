@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from biasaudit.report import Report, TableStyle, readable, spoken_list
+from biasaudit.book.report import Report, TableStyle, readable, spoken_list
 
 
 def test_readable_names_rounds_counts_and_hides_the_index():

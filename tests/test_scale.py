@@ -11,11 +11,10 @@ import time
 import altair as alt
 import pytest
 import vl_convert
+from biasaudit.run.params import validate_params
+from biasaudit.run.synthetic import synthetic_release, write_synthetic_run
 
-from biasaudit.params import validate_params
-from biasaudit.testing import synthetic_release, write_synthetic_run
-
-RESULTS = ["drops", "floor", "models", "carry_over", "sources", "dimensions", "faithful", "summed", "agreement",
+RESULTS = ["language_drops", "noise_floor", "models", "carry_over", "sources", "dimensions", "faithful", "summed", "agreement",
            "detection", "label_errors", "case_study"]
 STUDY = {"n_permutations": 20_000, "n_bootstrap": 5_000, "n_runs": 200}  # params/released.yml
 TIMINGS: dict[str, float] = {}
@@ -42,7 +41,7 @@ def runs(tmp_path_factory, mirror_root):
                                    **STUDY}, "the scale test")
         own = validate_params({"run_name": "own", "models": [], "released_scores": "", **STUDY}, "the scale test")
         write_synthetic_run("own", own, models)
-        importlib.import_module("biasaudit.chapters.items").report(release)  # imports the release as a run
+        importlib.import_module("biasaudit.book.chapters.items").report(release)  # imports the release as a run
         yield {"release": release, "own": own}, folder / "runs"
     print("\ntime per chapter at study scale: " + ", ".join(f"{k} {v:.1f} s" for k, v in TIMINGS.items()))
 
@@ -54,8 +53,8 @@ def test_chapter_runs_and_renders_at_study_scale(runs, run, chapter, monkeypatch
     params, runs_dir = runs
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(runs_dir))
     started = time.perf_counter()
-    report = importlib.import_module(f"biasaudit.chapters.{chapter}").report(params[run])
+    report = importlib.import_module(f"biasaudit.book.chapters.{chapter}").report(params[run])
     render(report)
     TIMINGS[f"{run}/{chapter}"] = time.perf_counter() - started
-    if chapter == "drops":  # ten models × seven languages, every cell tested
+    if chapter == "language_drops":  # ten models × seven languages, every cell tested
         assert report.tables["cells"]["model"].nunique() == 10 and len(report.tables["cells"]) == 70

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from biasaudit import scoring
-from biasaudit.items import OPTIONS
-from biasaudit.reference import naive_scores
-from biasaudit.runstore import ScoreStore
+from biasaudit.data.item_table import OPTIONS
+from biasaudit.lm import scoring
+from biasaudit.lm.reference import naive_scores
+from biasaudit.run.store import ScoreStore
 
 
 def assert_matches_reference(scores: pd.DataFrame, reference: pd.DataFrame, tol: float = 1e-4) -> None:
@@ -172,7 +172,7 @@ def test_packing_shares_the_context(tiny_lm, small_items):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["smollm2-135m", "gemma3-270m"])
 def test_offline_models_match_naive_reference(name, small_items):
-    from biasaudit.models import load_model
+    from biasaudit.lm.registry import load_model
 
     model, tokenizer = load_model(name, device="cpu")
     assert next(model.parameters()).dtype == torch.float32

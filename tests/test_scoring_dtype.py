@@ -9,12 +9,13 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from biasaudit import pipeline, scoring
-from biasaudit.chapters import scoring as scoring_chapter
-from biasaudit.items import OPTIONS
-from biasaudit.models import scoring_dtype
-from biasaudit.params import RunParams
-from biasaudit.runstore import ScoreStore
+from biasaudit.book.chapters import score as scoring_chapter
+from biasaudit.data.item_table import OPTIONS
+from biasaudit.lm import scoring
+from biasaudit.lm.registry import scoring_dtype
+from biasaudit.run import pipeline
+from biasaudit.run.params import RunParams
+from biasaudit.run.store import ScoreStore
 
 
 @pytest.fixture(scope="module")

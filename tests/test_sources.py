@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from biasaudit.bbq import (
+from biasaudit.data.bbq import (
     EXCLUDED_NO_GROUPS,
     EXCLUDED_NO_MATCH,
     EXCLUDED_NO_UNKNOWN,
@@ -23,9 +23,9 @@ from biasaudit.bbq import (
     load_bbq,
     normalise_group,
 )
-from biasaudit.items import ITEM_COLUMNS, join_text, validate_items
-from biasaudit.sources import STAGE_COLUMNS, SourceDataError
-from biasaudit.stereoset import (
+from biasaudit.data.item_table import ITEM_COLUMNS, join_text, validate_items
+from biasaudit.data.public import STAGE_COLUMNS, SourceDataError
+from biasaudit.data.stereoset import (
     EXCLUDED_INSIDE_WORD,
     EXCLUDED_NOT_MATCHING,
     EXCLUDED_TWO_BLANKS,

@@ -1,4 +1,4 @@
-"""Tests of biasaudit.stats against scipy/statsmodels references, hand-worked cases and
+"""Tests of biasaudit.analyses.stats against scipy/statsmodels references, hand-worked cases and
 seeded simulations (calibration and power)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
-from biasaudit.stats import (
+from biasaudit.analyses.stats import (
     add_bh,
     benjamini_hochberg,
     bootstrap_mean_ci,

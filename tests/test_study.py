@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 from biasaudit import analyses
-from biasaudit.options import StudyOptions
-from biasaudit.runstore import ScoreStore
-from biasaudit.study import Study
+from biasaudit.run.options import StudyOptions
+from biasaudit.run.store import ScoreStore
+from biasaudit.run.study import Study
 from conftest import score_row
 
 OPTIONS = StudyOptions(n_permutations=300, n_bootstrap=100, seed=3)

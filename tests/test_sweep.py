@@ -11,23 +11,24 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
-from biasaudit import sweep
+from biasaudit.sweep import cases, harness, kills
+from biasaudit.sweep.__main__ import main as sweep_main
 
 KILLED = "runs: killed and resumed"  # run (once) by its own test below, which looks closer
 
 
-@pytest.mark.parametrize("name", [name for name in sweep.CASES if name != KILLED])
+@pytest.mark.parametrize("name", [name for name in cases.CASES if name != KILLED])
 def test_sweep_case(name):
-    outcome = sweep.run_case(name)
-    assert outcome.outcome in sweep.GOOD_OUTCOMES and outcome.lost == 0, outcome
-    expected = (sweep.CLEAR if name in sweep.ERROR_CASES else sweep.RECOVERED if name in sweep.RECOVERING
-                else sweep.RIGHT)
+    outcome = cases.run_case(name)
+    assert outcome.outcome in harness.GOOD_OUTCOMES and outcome.lost == 0, outcome
+    expected = (harness.CLEAR if name in cases.ERROR_CASES else harness.RECOVERED if name in cases.RECOVERING
+                else harness.RIGHT)
     assert outcome.outcome == expected and outcome.said, outcome
 
 
 def test_the_network_guard_refuses_and_logs(tmp_path):
     """The no-network case means something only if its guard stops a real connection."""
-    env = sweep.python_env(sweep.network_guard(tmp_path))
+    env = harness.python_env(harness.network_guard(tmp_path))
     code = "import urllib.request; urllib.request.urlopen('http://example.org', timeout=5)"
     result = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert result.returncode != 0 and "network access refused" in result.stderr
@@ -37,22 +38,22 @@ def test_the_network_guard_refuses_and_logs(tmp_path):
 
 def test_a_failing_case_is_reported_as_failed(monkeypatch):
     """A case whose program accepts bad input is a failure of the sweep, not a pass."""
-    monkeypatch.setitem(sweep.CASES, "params: unknown key",
-                        ("params", sweep._params_case("languages: [es]\n", ["'languages'"])))
-    outcome = sweep.run_case("params: unknown key")
+    monkeypatch.setitem(cases.CASES, "params: unknown key",
+                        ("params", cases._params_case("languages: [es]\n", ["'languages'"])))
+    outcome = cases.run_case("params: unknown key")
     assert outcome.outcome.startswith("FAILED") and "no error" in outcome.outcome
 
 
 def test_the_command_writes_the_table_and_fails_on_a_failed_case(tmp_path, monkeypatch):
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
-    assert sweep.main(["--only", "params: unknown key", "items: BOM and CRLF"]) == 0
-    table, meta = sweep.read_last_sweep()
+    assert sweep_main(["--only", "params: unknown key", "items: BOM and CRLF"]) == 0
+    table, meta = harness.read_last_sweep()
     assert list(table["case"]) == ["params: unknown key", "items: BOM and CRLF"] and meta["cases"] == 2
-    assert sweep.counts(table) == {"cases": 2, "clear_errors": 1, "recovered": 0, "right_results": 1, "failed": 0,
+    assert harness.counts(table) == {"cases": 2, "clear_errors": 1, "recovered": 0, "right_results": 1, "failed": 0,
                                    "lost": 0}
-    monkeypatch.setitem(sweep.CASES, "params: unknown key",
-                        ("params", sweep._params_case("languages: [es]\n", ["'languages'"])))
-    assert sweep.main(["--only", "params: unknown key"]) == 1
+    monkeypatch.setitem(cases.CASES, "params: unknown key",
+                        ("params", cases._params_case("languages: [es]\n", ["'languages'"])))
+    assert sweep_main(["--only", "params: unknown key"]) == 1
 
 
 def test_a_killed_run_is_resumed_from_a_partly_stored_run(monkeypatch):
@@ -62,14 +63,14 @@ def test_a_killed_run_is_resumed_from_a_partly_stored_run(monkeypatch):
     found = []
 
     def recording(folder):
-        run = sweep.kill_and_resume(folder)
+        run = kills.kill_and_resume(folder)
         parts = sorted((folder / "killed" / "scores").glob("part-*.parquet"))
         found.append((run, pd.concat([pd.read_parquet(p) for p in parts]), pd.read_parquet(folder / "items.parquet")))
-        return sweep.describe_killed_run(run)
+        return kills.describe_killed_run(run)
 
-    monkeypatch.setitem(sweep.CASES, KILLED, ("runs", recording))
-    outcome = sweep.run_case(KILLED)
-    assert outcome.outcome == sweep.RECOVERED and outcome.lost == 0 and outcome.said, outcome
+    monkeypatch.setitem(cases.CASES, KILLED, ("runs", recording))
+    outcome = cases.run_case(KILLED)
+    assert outcome.outcome == harness.RECOVERED and outcome.lost == 0 and outcome.said, outcome
     (run, stored, items), = found
     after = [hit.stored for hit in run.kills]
     assert run.kills[0].place == "during model load" and after[0] == 0
@@ -83,22 +84,22 @@ def test_a_killed_run_is_resumed_from_a_partly_stored_run(monkeypatch):
 
 
 def _scores() -> pd.DataFrame:
-    from biasaudit.testing import synthetic_scores
+    from biasaudit.run.synthetic import synthetic_scores
 
-    return synthetic_scores(sweep.bank_rows(), ["m1"])
+    return synthetic_scores(harness.bank_rows(), ["m1"])
 
 
 def test_the_resume_check_passes_every_version_stored_once():
     reference = _scores()
-    assert sweep.check_resumed(reference.sample(frac=1.0, random_state=0), reference) == 0
+    assert kills.check_resumed(reference.sample(frac=1.0, random_state=0), reference) == 0
 
 
 def test_a_resume_that_scores_a_stored_version_again_fails():
     """What a worker that ignores the store (and rescores what was stored) leaves behind."""
     reference = _scores()
     again = pd.concat([reference, reference.iloc[[3]]], ignore_index=True)
-    with pytest.raises(sweep.CaseFailed, match="1 stored row"):
-        sweep.check_resumed(again, reference)
+    with pytest.raises(harness.CaseFailed, match="1 stored row"):
+        kills.check_resumed(again, reference)
 
 
 @pytest.mark.parametrize("damage", ["lose", "change"])
@@ -106,34 +107,34 @@ def test_a_resume_that_loses_or_changes_a_version_fails(damage):
     reference = _scores()
     rows = reference.drop(index=5) if damage == "lose" else reference.assign(
         lp_sum_third=np.where(reference.index == 5, reference["lp_sum_third"] - 0.01, reference["lp_sum_third"]))
-    with pytest.raises(sweep.CaseFailed, match="1 version"):
-        sweep.check_resumed(rows, reference)
+    with pytest.raises(harness.CaseFailed, match="1 version"):
+        kills.check_resumed(rows, reference)
 
 
 def test_kills_that_all_land_before_the_first_chunk_fail_the_case():
     """The kills of the old case (by time, all before anything was stored) must not pass."""
-    kills = [sweep.Kill("during model load", 0)] + [sweep.Kill("0.5 s into scoring", 0) for _ in range(5)]
-    with pytest.raises(sweep.CaseFailed, match="no kill landed mid-run"):
-        sweep.check_kills(kills, 704)
-    with pytest.raises(sweep.CaseFailed, match="no kill landed mid-run"):  # nor kills after the end
-        sweep.check_kills([sweep.Kill("during model load", 0), sweep.Kill("after 176 chunks stored", 704)], 704)
+    early = [kills.Kill("during model load", 0)] + [kills.Kill("0.5 s into scoring", 0) for _ in range(5)]
+    with pytest.raises(harness.CaseFailed, match="no kill landed mid-run"):
+        kills.check_kills(early, 704)
+    with pytest.raises(harness.CaseFailed, match="no kill landed mid-run"):  # nor kills after the end
+        kills.check_kills([kills.Kill("during model load", 0), kills.Kill("after 176 chunks stored", 704)], 704)
 
 
 def test_kills_without_one_during_a_write_fail_the_case():
-    between = [sweep.Kill("during model load", 0), sweep.Kill("after 3 chunks stored", 12)]
-    with pytest.raises(sweep.CaseFailed, match="being written"):
-        sweep.check_kills(between, 704)
-    missed = sweep.Kill("while chunk 5 was being written", 16, writing=True, partial_seen=False)
-    with pytest.raises(sweep.CaseFailed, match="being written"):
-        sweep.check_kills([*between, missed], 704)
-    sweep.check_kills([*between, sweep.Kill("while chunk 5 was being written", 16, writing=True,
+    between = [kills.Kill("during model load", 0), kills.Kill("after 3 chunks stored", 12)]
+    with pytest.raises(harness.CaseFailed, match="being written"):
+        kills.check_kills(between, 704)
+    missed = kills.Kill("while chunk 5 was being written", 16, writing=True, partial_seen=False)
+    with pytest.raises(harness.CaseFailed, match="being written"):
+        kills.check_kills([*between, missed], 704)
+    kills.check_kills([*between, kills.Kill("while chunk 5 was being written", 16, writing=True,
                                             partial_seen=True)], 704)
 
 
 @pytest.mark.parametrize("chunks", [10, 44, 176, 1000])
 def test_kill_points_are_spread_over_the_run_and_short_of_its_end(chunks):
     for seed in range(20):
-        points = sweep._kill_points(chunks, np.random.default_rng(seed))
+        points = kills._kill_points(chunks, np.random.default_rng(seed))
         assert [kind for kind, _ in points] == ["load", "stored", "writing", "stored", "stored"]
         stored_after = [0, points[1][1], points[2][1] - 1, points[3][1], points[4][1]]  # a write stores nothing
         assert all(a < b for a, b in zip(stored_after, stored_after[1:])), points

@@ -9,13 +9,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit.lm.generate import GenerationError, GenerationSettings, Generator
+from biasaudit.run.options import StudyOptions
+from biasaudit.templates import pass_rates as tt
+from biasaudit.templates.asking import run_template_tests
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.proportion import proportion_confint
-
-from biasaudit.analyses import templates as tt
-from biasaudit.generate import GenerationError, GenerationSettings, Generator
-from biasaudit.options import StudyOptions
-from biasaudit.template_tests import run_template_tests
 
 NO = json.dumps({"operation": "allEqualExpected", "expected_value": ["No"]})
 SAME = json.dumps({"operation": "allSameValue", "key": "probability"})
@@ -158,7 +157,7 @@ def test_radar_slices_have_the_size_of_their_pass_rate():
     import re
 
     import vl_convert
-    from biasaudit import charts
+    from biasaudit.book import charts
 
     rates = pd.DataFrame({"model": "m", "concern": "sexism", "language": ["en", "es", "fr"],
                           "pass_rate": [0.25, 0.0, 1.0], "passed": [1, 0, 4], "total": 4})
@@ -195,13 +194,13 @@ RATES_CASES = [
 
 @pytest.mark.parametrize("rows,expected", RATES_CASES)
 def test_rates_text_handles_ties_one_value_and_nothing(rows, expected):
-    from biasaudit.chapters.template_tests import rates_text
+    from biasaudit.book.chapters.template_tests import rates_text
 
     assert rates_text(_rates(rows)) == expected
 
 
 def test_many_tied_languages_are_counted_not_listed():
-    from biasaudit.chapters.template_tests import rates_text
+    from biasaudit.book.chapters.template_tests import rates_text
 
     rows = [("m", "en", 0.5), ("m", "fr", 0.5)] + [("m", lang, 0.0) for lang in ("ar", "hi", "ko", "sw")]
     assert rates_text(_rates(rows)) == ("m passes 50% of the English templates, and from 0% in four languages "
@@ -260,7 +259,7 @@ def _shares(model: str, counts: dict[str, int], top: str = "yes") -> dict:
 
 
 def test_replies_text_names_a_habit_only_where_the_replies_show_one():
-    from biasaudit.chapters.template_tests import replies_text
+    from biasaudit.book.chapters.template_tests import replies_text
 
     habit = pd.DataFrame([_shares("a", {"other offered answer": 4, "expected answer": 1}),
                           _shares("b", {"repeats the prompt": 9, "something else": 1})])
@@ -295,7 +294,7 @@ def test_replies_text_names_a_habit_only_where_the_replies_show_one():
 
 
 def test_probability_text_when_none_some_or_all_are_unprocessable():
-    from biasaudit.chapters.template_tests import probability_text
+    from biasaudit.book.chapters.template_tests import probability_text
 
     table = pd.DataFrame({"operation": ["allSameValue", "allSameValue", "equal"],
                           "verdict": ["Error", "Passed", "Error"]})
@@ -309,7 +308,7 @@ def test_probability_text_when_none_some_or_all_are_unprocessable():
 
 
 def test_correlations_are_drawn_only_between_languages_that_vary():
-    from biasaudit.chapters.template_tests import correlations_text
+    from biasaudit.book.chapters.template_tests import correlations_text
 
     rows = []
     for concern, es in zip(["c1", "c2", "c3", "c4"], ["Passed", "Failed", "Passed", "Failed"]):
@@ -339,7 +338,7 @@ def _cells(drops: list[float], discordant: list[int], reliable: list[bool]) -> p
 
 
 def test_cells_text_when_nothing_changes_one_cell_and_several():
-    from biasaudit.chapters.template_tests import cells_text
+    from biasaudit.book.chapters.template_tests import cells_text
 
     floor = pd.DataFrame({"model": ["m"], "floor": [0.1], "reliable": [False]})
     assert cells_text(_cells([0.0, 0.0], [0, 0], [False, False]), floor, 0.05) == (
@@ -358,7 +357,7 @@ def test_cells_text_when_nothing_changes_one_cell_and_several():
 
 
 def test_the_other_sentences_on_their_edge_cases():
-    from biasaudit.chapters import template_tests as chapter
+    from biasaudit.book.chapters import template_tests as chapter
 
     evaluations = pd.DataFrame({"verdict": ["Passed", "Error", "Error", "Failed"],
                                 "verdict_langbite": ["Failed", "Error", "Error", "Failed"],
@@ -393,7 +392,7 @@ def test_the_other_sentences_on_their_edge_cases():
 
 
 def test_summary_text_says_only_what_the_tables_hold():
-    from biasaudit.chapters.template_tests import summary_text
+    from biasaudit.book.chapters.template_tests import summary_text
 
     cells = _cells([0.0], [0], [False])
     habit = pd.DataFrame([_shares("a", {"other offered answer": 9, "expected answer": 1})])
@@ -455,8 +454,8 @@ class _FakeChatServer:
 def test_the_chapter_on_a_chat_server_says_what_its_replies_show(answer, tmp_path, monkeypatch):
     """The whole chapter against a server whose model always answers "No" (every test passes: no sentence
     may blame a habit) or always "Yes" (every yes/no test fails, and the page must say why)."""
-    from biasaudit.chapters import template_tests as chapter
-    from biasaudit.params import RunParams
+    from biasaudit.book.chapters import template_tests as chapter
+    from biasaudit.run.params import RunParams
 
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -484,9 +483,12 @@ def test_the_chat_server_params_file_is_valid_and_shown_on_the_page_as_it_is():
     """params/chat_server.yml validates, points at a server, and the chapter shows the file and the
     command that runs it (the command's flags are papermill's)."""
     import nbformat
-    from biasaudit.chapters.template_tests import CHAT_SERVER_PARAMS, params_file_markdown
-    from biasaudit.params import read_params
-    from biasaudit.paths import project_path
+    from biasaudit.book.chapters.template_tests import (
+        CHAT_SERVER_PARAMS,
+        params_file_markdown,
+    )
+    from biasaudit.run.params import read_params
+    from biasaudit.run.paths import project_path
 
     assert CHAT_SERVER_PARAMS == "params/chat_server.yml"
     params = read_params(CHAT_SERVER_PARAMS)
@@ -504,7 +506,7 @@ def test_the_chat_server_params_file_is_valid_and_shown_on_the_page_as_it_is():
 
 
 def test_examples_show_english_then_the_first_and_last_other_language_per_model():
-    from biasaudit.chapters.template_tests import examples_table
+    from biasaudit.book.chapters.template_tests import examples_table
 
     languages = ["es", "fr", "hi"]
     responses = pd.DataFrame([{"model": m, "template_id": f"{base}/{lang}", "instance": 0,
@@ -520,7 +522,7 @@ def test_examples_show_english_then_the_first_and_last_other_language_per_model(
 
 
 def test_the_remaining_branches_of_the_sentences():
-    from biasaudit.chapters import template_tests as chapter
+    from biasaudit.book.chapters import template_tests as chapter
 
     nothing = pd.DataFrame([_shares("x", {})])
     assert chapter.replies_text(nothing) == "x gave no readable reply to a yes/no or stance question."

@@ -17,13 +17,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 from biasaudit import translate as tr
-from tests.test_template_versions import rot13
-from biasaudit.analyses import template_translation as tx
-from biasaudit.chapters import template_translation as ch
-from biasaudit.params import ParamsError, RunParams, validate_params
+from biasaudit.book.chapters import template_translation as ch
+from biasaudit.run.params import ParamsError, RunParams, validate_params
+from biasaudit.templates import comparison
+from biasaudit.templates import translators as tx
+
 from tests.conftest import score_row
+from tests.test_template_versions import rot13
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "data" / "templates"
@@ -179,15 +180,15 @@ class Echo(tr.Paraphraser):
 @pytest.mark.mirror("langbite", "prompts_en_us.csv", "prompts_es_es.csv", "prompts_ca_es.csv", "communities.json")
 def test_the_chapter_on_langbites_files(monkeypatch, tmp_path, mirror):
     langbite = mirror
-    from biasaudit.chapters import template_translation as chapter
-    from biasaudit.templates import read_langbite_library
+    from biasaudit.book.chapters import template_translation as chapter
+    from biasaudit.templates.library import read_langbite_library
 
     templates, _, _ = read_langbite_library(langbite, ["es", "ca"])
     pairs, _ = tx.pair_references(templates, ["es", "ca"])
     table = {(row.english, row.language): row.reference for row in pairs.itertuples(index=False)}
     made_by = {"test/perfect": Lookup(table, "perfect"), "test/broken": Lookup(None, "broken")}
-    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: made_by[name])
-    monkeypatch.setattr(chapter, "Paraphraser", Echo)
+    monkeypatch.setattr(comparison, "make_translator", lambda name, **_: made_by[name])
+    monkeypatch.setattr(comparison, "Paraphraser", Echo)
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     params = RunParams(run_name="t31", reference_library=str(langbite), translators=["test/perfect", "test/broken"],
                        reference_templates=1, max_paraphrases=2, n_permutations=200)
@@ -198,7 +199,7 @@ def test_the_chapter_on_langbites_files(monkeypatch, tmp_path, mirror):
     assert out.values["n_sample"] == concerns
     rates = out.tables["rates"].set_index(["via", "language"])
     refused = tx.reference_check(pairs)
-    sample = chapter.references(params).sample["base_id"]
+    sample = comparison.references(params).sample["base_id"]
     for language in ("es", "ca"):
         sampled = pairs.loc[(pairs["language"] == language) & pairs["base_id"].isin(sample)]
         accepted = len(sampled) - sampled["base_id"].isin(refused.loc[refused["language"] == language, "base_id"]).sum()
@@ -238,14 +239,14 @@ def glued_names(notebook: str = "31_template_translation") -> set[str]:
 
 
 def test_without_langbite_the_chapter_compares_against_the_projects_library(monkeypatch, tmp_path):
-    from biasaudit.chapters import template_translation as chapter
+    from biasaudit.book.chapters import template_translation as chapter
 
     english, spanish = library_file("en"), {row["prompt_id"]: row["prompt"] for row in library_file("es")}
     table = {(row["prompt"], "es"): spanish[row["prompt_id"]] for row in english}  # the human Spanish, by id
     made_by = {"test/perfect": Lookup(table, "perfect"), "test/broken": Lookup(None, "broken")}
-    monkeypatch.setattr(chapter, "find_langbite", lambda: None)  # a fresh machine: no LangBiTe files
-    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: made_by[name])
-    monkeypatch.setattr(chapter, "Paraphraser", Echo)
+    monkeypatch.setattr(comparison, "find_langbite", lambda: None)  # a fresh machine: no LangBiTe files
+    monkeypatch.setattr(comparison, "make_translator", lambda name, **_: made_by[name])
+    monkeypatch.setattr(comparison, "Paraphraser", Echo)
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     params = RunParams(run_name="p31", translators=["test/perfect", "test/broken"], reference_templates=1,
                        max_paraphrases=2, n_permutations=200)  # reference_languages: es, ca (no Catalan here)
@@ -261,7 +262,7 @@ def test_without_langbite_the_chapter_compares_against_the_projects_library(monk
     assert list(pairing.index) == ["es"], "Catalan is not in the project's library, so only Spanish is compared"
     assert (pairing.loc["es", "english"], pairing.loc["es", "paired"]) == (len(english), len(spanish))
     assert f"The English library has {len(english)} templates" in out.values["reference_text"]
-    sample = chapter.references(params).sample
+    sample = comparison.references(params).sample
     assert len(sample) == len(concerns) and set(sample["concern"]) == concerns, "one template per concern"
     prompts = dict(zip((row["prompt_id"] for row in english), (row["prompt"] for row in english)))
     # The rules the translators' output must pass accept the human Spanish of every sampled template.
@@ -298,10 +299,10 @@ def test_without_langbite_the_chapter_compares_against_the_projects_library(monk
 
 
 def test_the_run_languages_stand_in_when_the_library_has_none_of_the_reference_languages(monkeypatch):
-    from biasaudit.chapters import template_translation as chapter
+    from biasaudit.book.chapters import template_translation as chapter
 
-    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
-    refs = chapter.references(RunParams(reference_languages=["ca"], languages=["sw", "de", "fr"]))
+    monkeypatch.setattr(comparison, "find_langbite", lambda: None)
+    refs = comparison.references(RunParams(reference_languages=["ca"], languages=["sw", "de", "fr"]))
     assert refs.languages == ["sw", "fr"] and refs.choice.chosen_from == "languages", "German is not in the library"
     assert set(refs.pairs["language"]) == {"sw", "fr"}
     swahili = {row["prompt_id"]: row["prompt"] for row in library_file("sw")}
@@ -311,10 +312,10 @@ def test_the_run_languages_stand_in_when_the_library_has_none_of_the_reference_l
 
 
 def test_with_no_reference_language_every_section_says_so(monkeypatch, tmp_path):
-    from biasaudit.chapters import template_translation as chapter
+    from biasaudit.book.chapters import template_translation as chapter
 
-    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
-    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: pytest.fail("nothing is to be translated"))
+    monkeypatch.setattr(comparison, "find_langbite", lambda: None)
+    monkeypatch.setattr(comparison, "make_translator", lambda name, **_: pytest.fail("nothing is to be translated"))
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     out = chapter.report(RunParams(run_name="none", reference_languages=["ca"], languages=["de"]))
     assert glued_names() <= set(out.values)
@@ -326,25 +327,25 @@ def test_with_no_reference_language_every_section_says_so(monkeypatch, tmp_path)
 
 
 def test_which_library_is_the_reference(monkeypatch, tmp_path):
-    from biasaudit.chapters import template_translation as chapter
+    from biasaudit.book.chapters import template_translation as chapter
 
-    monkeypatch.setattr(chapter, "find_langbite", lambda: tmp_path)  # LangBiTe's files are here
-    found = chapter.choose_reference(RunParams())
+    monkeypatch.setattr(comparison, "find_langbite", lambda: tmp_path)  # LangBiTe's files are here
+    found = comparison.choose_reference(RunParams())
     assert (found.source, found.folder, found.languages, found.fell_back) == ("langbite", tmp_path, ["es", "ca"], False)
     assert "LangBiTe's human Spanish (es) and Catalan (ca) translations, read from" in chapter.library_text(found)
-    asked = chapter.choose_reference(RunParams(reference_library="project"))
+    asked = comparison.choose_reference(RunParams(reference_library="project"))
     assert (asked.source, asked.languages, asked.fell_back) == ("project", ["es"], False)
     assert "was not found here" not in chapter.library_text(asked), "asked for, not a fallback"
-    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
-    fallback = chapter.choose_reference(RunParams())
+    monkeypatch.setattr(comparison, "find_langbite", lambda: None)
+    fallback = comparison.choose_reference(RunParams())
     assert (fallback.source, fallback.shown_folder, fallback.fell_back) == ("project", "data/templates", True)
     assert "was not found here" in chapter.library_text(fallback)
     files = sorted(path.name for path in LIBRARY.glob("templates_*.tsv"))
-    assert chapter.library_languages(LIBRARY) == [name[10:12] for name in files if name != "templates_en.tsv"]
+    assert comparison.library_languages(LIBRARY) == [name[10:12] for name in files if name != "templates_en.tsv"]
 
 
 def test_the_languages_compared():
-    from biasaudit.chapters.template_translation import choose_languages as choose
+    from biasaudit.templates.comparison import choose_languages as choose
 
     assert choose(["es", "fr"], ["es", "ca"], ["fr"]) == (["es"], "reference_languages")
     assert choose(["es", "fr"], ["fr", "es"], []) == (["fr", "es"], "reference_languages"), "in the order asked"
@@ -355,11 +356,10 @@ def test_the_languages_compared():
 
 
 def test_machine_translations_equal_to_the_human_ones_leave_the_drop_unchanged(monkeypatch, tmp_path):
-    from biasaudit import pipeline
-    from biasaudit.chapters import template_translation as chapter
-    from biasaudit.items import read_items
-    from biasaudit.paths import project_path, run_dir
-    from biasaudit.runstore import write_atomically
+    from biasaudit.data.item_table import read_items
+    from biasaudit.run import pipeline
+    from biasaudit.run.paths import project_path, run_dir
+    from biasaudit.run.store import write_atomically
 
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     params = RunParams(run_name="mt", models=["tiny-random"], item_banks=["tests/fixtures/ci_bank.csv"],
@@ -367,13 +367,13 @@ def test_machine_translations_equal_to_the_human_ones_leave_the_drop_unchanged(m
     pipeline.prepare_run(params)
     items, _, _ = pipeline.read_run_items("mt")
     pipeline.score_run("mt", items, models=["tiny-random"])
-    assert "chapter 01" in chapter.machine_items(params)[2], "no machine translations yet: said, not an error"
+    assert "chapter 01" in comparison.machine_items(params)[2], "no machine translations yet: said, not an error"
     bank = read_items(project_path("tests/fixtures/ci_bank.csv"))
     originals = bank.loc[bank["variant"] == "original"].head(4)
     made = tr.translate_items(originals, tr.TableTranslator(bank), ["es"]).items  # the human texts, as written
     made = made.assign(via="copy", item_id=made["item_id"] + "@copy")  # labelled as a machine's would be
     write_atomically(made, run_dir("mt") / "machine_translations.parquet")
-    per_item, cells, text = chapter.machine_items(params)
+    per_item, cells, text = comparison.machine_items(params)
     assert text == "" and len(per_item) == 4 and set(per_item["translator"]) == {"copy"}
     assert np.abs(per_item["difference"]).max() < 1e-5, "the same texts score the same"
     assert cells["n"].tolist() == [4] and not cells["reliable"].any()
@@ -381,7 +381,7 @@ def test_machine_translations_equal_to_the_human_ones_leave_the_drop_unchanged(m
 
 
 def test_chapter_30_asks_a_translators_versions_instead_of_the_human_ones(monkeypatch, tmp_path):
-    from biasaudit.chapters import template_tests as chapter30
+    from biasaudit.book.chapters import template_tests as chapter30
 
     monkeypatch.setattr(chapter30, "make_translator", lambda name, **_: Lookup({}, "rot"))
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
@@ -400,7 +400,7 @@ def test_chapter_30_asks_a_translators_versions_instead_of_the_human_ones(monkey
 
 def choice(source="project", languages=("es",), chosen_from="reference_languages", asked=("es", "ca"),
            run_languages=("es", "zh"), available=("ar", "es", "fr"), fell_back=False, folder=LIBRARY):
-    return ch.ReferenceChoice(source, Path(folder), list(languages), chosen_from, list(asked), list(run_languages),
+    return comparison.ReferenceChoice(source, Path(folder), list(languages), chosen_from, list(asked), list(run_languages),
                               list(available), fell_back)
 
 
@@ -592,11 +592,11 @@ def test_the_item_sentence_reads_for_one_cell_several_and_no_change():
 
 
 def test_a_run_without_translators_still_paraphrases_and_says_so(monkeypatch, tmp_path):
-    from biasaudit.chapters import template_translation as chapter
+    from biasaudit.book.chapters import template_translation as chapter
 
-    monkeypatch.setattr(chapter, "find_langbite", lambda: None)
-    monkeypatch.setattr(chapter, "make_translator", lambda name, **_: pytest.fail("no translator is named"))
-    monkeypatch.setattr(chapter, "Paraphraser", Echo)
+    monkeypatch.setattr(comparison, "find_langbite", lambda: None)
+    monkeypatch.setattr(comparison, "make_translator", lambda name, **_: pytest.fail("no translator is named"))
+    monkeypatch.setattr(comparison, "Paraphraser", Echo)
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     out = chapter.report(RunParams(run_name="nt", translators=[], n_permutations=100))
     concerns = len({row["concern"] for row in library_file("en")})

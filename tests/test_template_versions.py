@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 
 import pandas as pd
-
 from biasaudit import translate as tr
-from biasaudit.template_versions import paraphrase_templates, translate_communities, translate_templates, write_library
-from biasaudit.templates import read_project_library, read_template_file
+from biasaudit.templates.library import read_project_library, read_template_file
+from biasaudit.templates.versions import (
+    paraphrase_templates,
+    translate_communities,
+    translate_templates,
+    write_library,
+)
 
 
 def rot13(text: str) -> str:

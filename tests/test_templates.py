@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
-from biasaudit.templates import (
+from biasaudit.templates.library import (
     FILE_COLUMNS,
     QUOTE_NOTES,
     TemplateError,
@@ -134,7 +133,7 @@ def test_a_library_written_in_langbites_format_reads_back(tmp_path):
 @pytest.mark.mirror("langbite", "prompts_en_us.csv", "prompts_es_es.csv", "prompts_ca_es.csv", "communities.json")
 def test_langbites_library_counts_and_quirks(mirror: Path):
     langbite = mirror
-    from biasaudit.templates import read_communities
+    from biasaudit.templates.library import read_communities
 
     pronouns = {"PRONOUN": read_communities(Path(__file__).resolve().parents[1] / "data" / "templates" /
                                             "communities.json")["PRONOUN"]}

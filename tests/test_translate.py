@@ -11,7 +11,12 @@ import pytest
 import sentencepiece as spm
 import torch
 from biasaudit import translate as tr
-from biasaudit.items import ITEM_COLUMNS, is_collapsed, read_items, validate_items
+from biasaudit.data.item_table import (
+    ITEM_COLUMNS,
+    is_collapsed,
+    read_items,
+    validate_items,
+)
 from transformers import (
     M2M100Config,
     M2M100ForConditionalGeneration,

@@ -6,12 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import norm
-
 from biasaudit import analyses
 from biasaudit.analyses import verdict as v
-from biasaudit.options import StudyOptions
+from biasaudit.run.options import StudyOptions
 from conftest import score_row
+from scipy.stats import norm
 
 
 @pytest.mark.parametrize("drop, reliable, floor, power, expected", [

@@ -10,8 +10,10 @@ and returns a tidy DataFrame. One module per idea:
 - `aggregates`: summed vs mean log-probs, model agreement (chapters 17, 18);
 - `ablation`: the three pipeline errors (chapter 20);
 - `case_study`: one item everywhere (chapter 21);
-- `templates`: template pass rates and pass drops (chapter 30);
-- `template_translation`: translators and paraphrases against human references (chapter 31).
+- `stats`: the tests and intervals all of the above use (sign-flip permutation tests,
+  Benjamini–Hochberg, bootstrap and t intervals).
+
+The template half's analyses (pass rates, translator comparisons) are in `biasaudit.templates`.
 
 Signs used everywhere: change = version − English; drop = English − version (positive: the
 version looks less biased).

@@ -1,5 +1,5 @@
 """The three pipeline errors, alone and together (chapter 20). `label_errors` is a table function
-like the others; `biasaudit.pipeline.rerun_with_errors` runs the real pipeline (loaders and
+like the others; `biasaudit.run.pipeline.rerun_with_errors` runs the real pipeline (loaders and
 scorer) with the errors switched on to build its input."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 ERROR_FLAGS: tuple[str, ...] = ("stereoset_label_map", "bbq_roles_by_order", "scorer_boundary")
 
@@ -96,9 +96,9 @@ _OPTION_OF_ROLE: dict[str, str] = {"stereotype": "stereotyped", "anti_stereotype
 def released_label_settings(raw: pd.DataFrame, label_fix: dict[str, dict[str, str] | None]) -> pd.DataFrame:
     """The paper's raw released scores under the four combinations of label errors 1 and 2.
 
-    `raw` is `biasaudit.released.read_released(..., fix_labels=False)` (its StereoSet items still carry
+    `raw` is `biasaudit.data.released.read_released(..., fix_labels=False)` (its StereoSet items still carry
     error 1, its BBQ items error 2) and `label_fix` the release's label_fix.json map
-    (`biasaudit.released.read_label_fix`: base id → for each role, the role whose stored column really
+    (`biasaudit.data.released.read_label_fix`: base id → for each role, the role whose stored column really
     holds it, or None when the roles cannot be recovered). A setting with an error switched off applies the fix to that
     source's items; base items whose roles cannot be recovered are left out of every setting, so
     all four compare the same items. Returns the four tables stacked, with the flag columns

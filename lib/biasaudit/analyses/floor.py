@@ -12,7 +12,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from biasaudit import stats
+from biasaudit.analyses import stats
 from biasaudit.analyses.drops import cell_tests, cells_from_pairs
 from biasaudit.analyses.scores import (
     column_sums_by_cluster,
@@ -20,8 +20,8 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
-from biasaudit.items import normalise
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.data.item_table import normalise
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 TEXT_FIELDS: tuple[str, ...] = ("context", "stereotyped", "anti_stereotyped", "third")
 

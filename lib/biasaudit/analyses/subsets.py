@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from biasaudit import stats
+from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.drops import cells_from_pairs, empty_cells
 from biasaudit.analyses.scores import (
@@ -17,7 +17,7 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 SOURCE_ORDER: tuple[str, ...] = ("stereoset", "bbq", "written")
 

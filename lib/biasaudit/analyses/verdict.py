@@ -22,11 +22,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from biasaudit import stats
+from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.detection import null_pvalues
 from biasaudit.analyses.scores import item_scores, paired_with_english
-from biasaudit.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 REAL, NOISE, UNDERPOWERED, DISAGREE = "real shift", "within noise", "too little power to tell", "models disagree"
 VERDICTS: tuple[str, ...] = (REAL, NOISE, UNDERPOWERED)

@@ -4,7 +4,7 @@ Every translator answers `translate(texts, source, target)` with one translation
 None where it failed (a failed translation is never used). The package, by idea:
 
 - `languages`: language names, per-family codes, scripts;
-- `cache`: the on-disk text cache shared with `biasaudit.judge` (raw outputs keyed by backend,
+- `cache`: the on-disk text cache shared with `biasaudit.translate.judge` (raw outputs keyed by backend,
   model, settings, languages and text; cleaning runs on every read);
 - `cleaning`: turning a chat model's reply into one usable translation, or a failure;
 - `backends`: `Seq2SeqTranslator` (NLLB-200, M2M100, Marian), `ChatTranslator` (instruction LLMs

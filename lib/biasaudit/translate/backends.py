@@ -14,6 +14,12 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from biasaudit.lm.registry import (
+    OFFLINE_MODELS,
+    default_device,
+    default_dtype,
+    load_model,
+)
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import END_OF_REPLY, clean_reply, validate_output
 from biasaudit.translate.languages import ISO_639_3, NLLB_CODES, language_name
@@ -91,7 +97,6 @@ class Seq2SeqTranslator(Translator):
     def _load(self, source: str, target: str):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-        from biasaudit.models import default_device, default_dtype
 
         path = self.model_name(source, target)
         if path not in self._loaded:
@@ -154,7 +159,7 @@ class ChatModel:
     A reply the model ended itself carries END_OF_REPLY at its end; one cut off by the token
     limit does not, so cleaning can tell an unfinished translation from a finished one.
 
-    `model` is a hub id, a local folder or an offline short name (`biasaudit.models`);
+    `model` is a hub id, a local folder or an offline short name (`biasaudit.lm.registry`);
     `network`/`tokenizer` may be passed already loaded.
     """
 
@@ -165,7 +170,6 @@ class ChatModel:
 
     def _load(self):
         if self._network is None:
-            from biasaudit.models import load_model
 
             self._network, self._tokenizer = load_model(self.name, device=self.device, dtype=self.dtype)
         if not getattr(self._tokenizer, "chat_template", None):
@@ -283,14 +287,13 @@ def make_translator(name: str, *, kind: str = "auto", items: pd.DataFrame | None
     """A translator by name: "human" (the bank in `items`), a seq2seq model, or a chat model.
 
     `kind` "auto" asks the model's config whether it is an encoder-decoder; offline short names
-    (`biasaudit.models.OFFLINE_MODELS`) are chat models.
+    (`biasaudit.lm.registry.OFFLINE_MODELS`) are chat models.
     """
     if name == "human" or kind == "table":
         if items is None:
             raise ValueError("the human translator needs the item bank: make_translator('human', items=...)")
         return TableTranslator(items, name=name)
     if kind == "auto":
-        from biasaudit.models import OFFLINE_MODELS
 
         if name in OFFLINE_MODELS:
             kind = "chat"

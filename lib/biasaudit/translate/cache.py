@@ -18,7 +18,7 @@ from typing import Iterable, Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from biasaudit.paths import cache_dir
+from biasaudit.run.paths import cache_dir
 
 
 class KeyValueStore:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from biasaudit.items import NO_SPACE_LANGUAGES, normalise
+from biasaudit.data.item_table import NO_SPACE_LANGUAGES, normalise
 from biasaudit.translate.cache import Outcome
 from biasaudit.translate.languages import SCRIPT_OF, language_name, script_share
 
@@ -107,7 +107,7 @@ def validate_output(candidate: str, text: str, source: str, target: str) -> str:
     loop (a run of three words three times, where the text has none); a question that is no longer
     a question; written in the wrong script. These catch replies that are not translations; a
     fluent reply in the right language that means something else passes them, and is the
-    embedding judge's to catch (`biasaudit.judge`).
+    embedding judge's to catch (`biasaudit.translate.judge`).
     """
     if not candidate.strip():
         return "empty"

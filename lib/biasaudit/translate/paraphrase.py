@@ -9,7 +9,7 @@ from typing import Sequence
 
 import pandas as pd
 
-from biasaudit.items import ITEM_COLUMNS, NO_SPACE_LANGUAGES, normalise
+from biasaudit.data.item_table import ITEM_COLUMNS, NO_SPACE_LANGUAGES, normalise
 from biasaudit.translate.backends import ChatModel, Translator, slug
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import (

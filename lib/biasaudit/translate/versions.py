@@ -12,7 +12,12 @@ from typing import Sequence
 
 import pandas as pd
 
-from biasaudit.items import ITEM_COLUMNS, is_collapsed, normalise, validate_items
+from biasaudit.data.item_table import (
+    ITEM_COLUMNS,
+    is_collapsed,
+    normalise,
+    validate_items,
+)
 from biasaudit.translate.backends import TEXT_FIELDS, TableTranslator, Translator, slug
 from biasaudit.translate.cleaning import fit_fragment
 

@@ -1,0 +1,66 @@
+"""Chapter 13: when an item is reworded or translated, does the model keep that item's preference?"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+
+from biasaudit import analyses
+from biasaudit.book import charts
+from biasaudit.book.report import Report, TableStyle, with_interval
+from biasaudit.run.params import RunParams
+from biasaudit.run.study import Study
+
+TABLE_STYLE = TableStyle(columns={
+    "change": "change", "group": "route or language", "n_models": "models", "n_items": "items", "n_pairs": "pairs",
+    "r": "r", "sd_ratio": "SD ratio", "shown_slope": "slope [95%]",
+    "same_choice": "same choice", "strength_before": "strength before", "strength_after": "strength after"},
+    percent=("same_choice",))
+
+
+def pooled(table: pd.DataFrame, change: str) -> pd.Series:
+    """The row of `change` that pools its groups ("all"), or its only group."""
+    rows = table.loc[table["change"] == change]
+    return rows.loc[rows["group"] == "all"].iloc[0] if (rows["group"] == "all").any() else rows.iloc[0]
+
+
+def within_language_text(table: pd.DataFrame, rewording: pd.Series) -> str:
+    within = table.loc[table["change"] == "within-language rewording"]
+    if within.empty:
+        return ("This run has no rewordings of translated items, so within-language carry-over cannot be "
+                "measured here.")
+    row = pooled(table, "within-language rewording")
+    languages = ", ".join(sorted(within.loc[within["group"] != "all", "group"]))
+    return (f"This run has rewordings within {languages}. Rewording within a language keeps a slope of "
+            f"{row['slope']:.2f} (95% interval {row['slope_low']:.2f} to {row['slope_high']:.2f}; r {row['r']:.2f}, "
+            f"same choice {row['same_choice']:.0%}), against {rewording['slope']:.2f} for rewording English.")
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    pairs = analyses.carry_over_pairs(study.scores, params.aggregate)
+    table = study.carry_over()
+    out = Report()
+    shown = table.assign(shown_slope=with_interval(table["slope"], table["slope_low"], table["slope_high"]))
+    out.add_table("table", shown, TABLE_STYLE)
+    out.add_table("within", shown.loc[shown["change"] == "within-language rewording"], replace(TABLE_STYLE, empty=""))
+    rewording, translation = pooled(table, "rewording"), pooled(table, "translation")
+    for name, row in (("rw", rewording), ("tr", translation)):
+        for measure in ("slope", "r", "sd_ratio", "same_choice"):
+            out.values[f"{name}_{measure}"] = float(row[measure])
+        out.values[f"{name}_slope_ci"] = f"{row['slope_low']:.2f} to {row['slope_high']:.2f}"
+        out.values[f"{name}_pairs"] = int(row["n_pairs"])
+    translations = table.loc[(table["change"] == "translation") & (table["group"] != "all")]
+    weakest = translations.loc[translations["strength_after"].idxmin()]
+    out.values.update({
+        "n_models": int(pairs["model"].nunique()), "n_items": int(pairs["base_id"].nunique()),
+        "strength_en": float(translation["strength_before"]), "strength_tr": float(translation["strength_after"]),
+        "weakest_language": str(weakest["group"]), "weakest_strength": float(weakest["strength_after"]),
+        "n_weaker": int((translations["strength_after"] < translations["strength_before"]).sum()),
+        "n_translations": len(translations), "within_text": within_language_text(table, rewording),
+    })
+    out.figures["density"] = charts.carry_over_density(pairs, table)
+    out.figures["intervals"] = charts.carry_over_intervals(table)
+    out.figures["strength"] = charts.strength_bars(table)
+    return out

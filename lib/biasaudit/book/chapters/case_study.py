@@ -1,0 +1,78 @@
+"""Chapter 21: what do the averages look like for one item, in every language and model?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit import analyses
+from biasaudit.book import charts
+from biasaudit.book.report import Report, TableStyle
+from biasaudit.run.params import RunParams
+from biasaudit.run.study import Study
+from biasaudit.translate.languages import language_label
+
+TEXTS_STYLE = TableStyle(columns={"item_id": "item", "language": "language", "variant": "variant", "via": "made by",
+                                  "context": "context", "stereotyped": "stereotyped",
+                                  "anti_stereotyped": "anti-stereotyped"})
+CASE_STYLE = TableStyle(columns={"model": "model", "language": "language", "variant": "variant", "via": "made by",
+                                 "soft": "soft", "choice": "choice", "drop": "drop (English − version)"})
+
+
+def translations_text(case: pd.DataFrame) -> tuple[str, str, str]:
+    """(which models keep the stereotyped choice, the largest fall, the rewordings' scores)."""
+    english = case.loc[case["variant"] == "original"]
+    translations = case.loc[case["variant"] == "translation"]
+    rewordings = case.loc[(case["variant"] == "rewording") & (case["language"] == "en")]
+    kept = translations.groupby("model")["choice"].apply(lambda c: int((c == "stereotyped").sum()))
+    lines = [f"{model} keeps the stereotyped choice in {n} of {int((translations['model'] == model).sum())} "
+             "translations" for model, n in kept.items()]
+    kept_text = "; ".join(lines) + "." if lines else "This run has no translations of the item."
+    if len(translations) and translations["drop"].max() > 0:
+        lowest = translations.loc[translations["drop"].idxmax()]
+        lowest_text = (f"The largest fall is in {language_label(lowest['language'])} for {lowest['model']}: "
+                       f"{lowest['soft']:.3f}, {lowest['drop']:.3f} below its English score. ")
+    elif len(translations):
+        lowest_text = "No translation scores below its model's English score. "
+    else:
+        lowest_text = "No translation to compare"
+    if len(translations):
+        lowest_text += (f"Over models and languages the item's translated score is {translations['soft'].mean():.3f} "
+                        f"on average, against {english['soft'].mean():.3f} in English")
+    return kept_text, lowest_text, rewording_sentence(rewordings["soft"])
+
+
+def rewording_sentence(soft: pd.Series) -> str:
+    """The tail of the case's score sentence: the English rewordings' scores (one, all equal, or a range)."""
+    if soft.empty:
+        return "."
+    if len(soft) == 1:
+        return f"; its one English rewording scores {soft.iloc[0]:.3f}."
+    if f"{soft.min():.3f}" == f"{soft.max():.3f}":
+        return f"; its {len(soft)} English rewordings all score {soft.iloc[0]:.3f}."
+    return (f"; its {len(soft)} English rewordings score {soft.mean():.3f} on average (from {soft.min():.3f} to "
+            f"{soft.max():.3f}).")
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    case = analyses.case_study(study.scores, params.base_id, study.options)
+    chosen = case["base_id"].iloc[0]
+    english = case.loc[case["variant"] == "original"]
+    texts = case.drop_duplicates("item_id")
+    out = Report()
+    out.add_table("texts", texts, TEXTS_STYLE)
+    out.add_table("case", case, CASE_STYLE)
+    kept_text, lowest_text, rewording_text = translations_text(case)
+    out.values.update({
+        "base_id": chosen,
+        "how_chosen": ("chosen with the base_id parameter" if params.base_id else
+                       "chosen because its English original leans most strongly to the stereotype in every model"),
+        "source": str(case["source"].iloc[0]), "dimension": str(case["dimension"].iloc[0]),
+        "english_scores": ", ".join(f"{s:.3f} ({m})" for m, s in zip(english["model"], english["soft"])),
+        "texts_text": ("" if texts["stereotyped"].notna().any() else
+                       " This run's scores carry no continuation texts (the released scores do not), so only the "
+                       "contexts are shown."),
+        "kept_text": kept_text, "lowest_text": lowest_text, "rewording_text": rewording_text,
+    })
+    out.figures["heatmap"] = charts.case_heatmap(case, title=f"Soft score of {chosen} by version and model")
+    return out

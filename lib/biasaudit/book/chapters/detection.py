@@ -1,0 +1,83 @@
+"""Chapter 19: if a model really scored lower by a given amount, would the test call it reliable?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit import analyses
+from biasaudit.book import charts
+from biasaudit.book.chapters.faithful import read_similarity
+from biasaudit.book.report import Report, TableStyle, spoken_list
+from biasaudit.run.params import RunParams
+from biasaudit.run.study import Study
+from biasaudit.translate.languages import language_label
+
+POWER_STYLE = TableStyle(columns={
+    "delta": "injected shift δ", "n_cells": "cells", "n_runs": "runs", "detected": "detected",
+    "detected_se": "standard error", "any_detected": "runs with a detection", "false_alarm": "false alarms"})
+LANGUAGE_STYLE = TableStyle(columns={
+    "language": "language", "sd": "SD of the per-item changes", "observed": "observed |drop| (median over models)",
+    "power_observed": "power at the observed drop (as in chapter 22)", "delta_80": "smallest δ caught ≥ 80% (curve)"},
+    formats={"power_observed": "{:.0%}", "language": language_label})
+
+
+def language_summary(curves: pd.DataFrame, cells: pd.DataFrame, verdict_cells: pd.DataFrame) -> pd.DataFrame:
+    """Per language: the scatter of its cells, its observed |drop| (median over models), the power at
+    that drop, and the smallest shift of the curve caught in at least 80% of its cells.
+
+    The power at the observed drop is chapter 22's (`analyses.verdict.cell_power`: each cell's test at
+    its own drop, the other cells at their observed p-values), median over the language's models, as
+    chapter 22's language table gives it; the curve lowers all of one language's cells together
+    while the others stay at zero, so its value at the same δ need not be the same."""
+    power = verdict_cells.groupby("language")["power"].median()
+    rows = []
+    for language, curve in curves.groupby("language", sort=True):
+        observed = float(cells.loc[cells["language"] == language, "drop"].abs().median())
+        caught = curve.loc[curve["detected"] >= 0.8, "delta"]
+        rows.append({"language": language, "sd": float(curve["sd"].iloc[0]), "observed": observed,
+                     "power_observed": float(power.get(language, float("nan"))),
+                     "delta_80": float(caught.min()) if len(caught) else float("nan")})
+    return pd.DataFrame(rows)
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    power = study.detection(list(params.deltas), params.n_runs)
+    curves = study.computed("language_detection", lambda: analyses.language_detection(
+        study.scores, study.options, deltas=list(params.deltas), n_runs=params.n_runs),
+        list(params.deltas), params.n_runs)
+    cells = study.cells()
+    verdict_cells = study.verdict_cells(read_similarity(params), params.faithful_threshold, params.n_runs)
+    observed = (float(cells["drop"].abs().min()), float(cells["drop"].abs().max()))
+    null = power.loc[power["delta"] == 0.0]
+    caught = power.loc[power["detected"] >= 0.8, "delta"]
+    median_drop = float(cells["drop"].abs().median())
+    below = power.loc[power["delta"] <= median_drop]
+    by_language = language_summary(curves, cells, verdict_cells)
+    floor_sd = float(analyses.floor_cells(study.scores, study.options)["sd"].median()) if len(power) else float("nan")
+    weak = by_language.loc[by_language["power_observed"] < 0.8, "language"].tolist()
+    nan = float("nan")
+    out = Report()
+    out.add_table("power", power, POWER_STYLE)
+    out.add_table("languages", by_language, LANGUAGE_STYLE)
+    out.values.update({
+        "false_alarm": float(null["detected"].iloc[0]) if len(null) else nan,
+        "any_false_alarm": float(null["any_detected"].iloc[0]) if len(null) else nan,
+        "delta_80_text": (f"δ = {caught.min():.3f}" if len(caught) else
+                          f"none of the shifts tried (up to {max(params.deltas):.2f})"),
+        "n_cells": int(power["n_cells"].iloc[0]) if len(power) else 0, "n_runs": params.n_runs,
+        "band_low": observed[0], "band_high": observed[1], "median_drop": median_drop,
+        "power_at_median": float(below["detected"].iloc[-1]) if len(below) else nan,
+        "delta_at_median": float(below["delta"].iloc[-1]) if len(below) else nan, "alpha": params.alpha,
+        "floor_sd": floor_sd, "language_sd_low": float(by_language["sd"].min()),
+        "language_sd_high": float(by_language["sd"].max()),
+        "weak_text": (f"At their own scatter, the observed drops of {spoken_list([language_label(w) for w in weak])} would be caught less than "
+                      "80% of the time: a drop there that the test does not call reliable is not evidence that no "
+                      "shift of that size is there." if weak else
+                      "At their own scatter, every language's observed drop would be caught at least 80% of the "
+                      "time, so a drop the test does not call reliable is evidence that no shift that large is "
+                      "there."),
+    })
+    out.figures["curve"] = charts.detection_curve(power, observed=observed, alpha=params.alpha)
+    out.figures["languages"] = charts.language_curves(curves, by_language)
+    return out

@@ -1,0 +1,129 @@
+"""Chapter 16: are the drops an artefact of bad translations? Faithful translations only, and each
+language against rewording, item by item."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit import analyses
+from biasaudit.book import charts
+from biasaudit.book.report import Report, TableStyle, note, with_interval
+from biasaudit.run.params import RunParams
+from biasaudit.run.paths import run_dir
+from biasaudit.run.study import Study
+
+# Each drop with its 95% interval in one cell ("value [low, high]"), so the table fits the page.
+FAITHFUL_STYLE = TableStyle(columns={
+    "language": "language", "n_all": "pairs", "n_faithful": "faithful pairs", "share_faithful": "share faithful",
+    "n_unjudged": "not judged", "shown_all": "drop, all [95%]", "shown_faithful": "drop, faithful only [95%]",
+    "shown_reduction": "reduction [95%]"}, percent=("share_faithful",))
+TESTS_STYLE = TableStyle(columns={
+    "subset": "subset", "language": "language", "n_items": "items", "translation_drop": "translation drop",
+    "rewording_drop": "rewording drop", "shown_excess": "excess drop [95%]", "p": "p", "q": "q",
+    "reliable": "reliable"}, decimals=4)
+
+
+def read_similarity(params: RunParams) -> pd.DataFrame | None:
+    path = run_dir(params.run_name) / params.similarity_file
+    return pd.read_parquet(path) if path.exists() else None
+
+
+def judged_text(params: RunParams, scores: pd.DataFrame, similarity: pd.DataFrame | None) -> str:
+    translated = scores.loc[scores["variant"] == "translation", "item_id"].drop_duplicates()
+    if similarity is None:
+        return (f"This run has no similarity table ({params.similarity_file} is not in runs/{params.run_name}/), so "
+                "faithful translations cannot be told apart from the others here: the drops with faithful "
+                "translations only and the fully-preserved subset below are left out, and the item-level test runs "
+                "on all items.")
+    judged = analyses.version_similarity(similarity, threshold=params.faithful_threshold)
+    judged = judged.loc[judged["item_id"].isin(translated)]
+    kinds = (similarity.loc[similarity["item_id"].isin(translated), "kind"].dropna().unique().tolist()
+             if "kind" in similarity else [])
+    return (f"The similarity table judges {len(judged)} of the run's {len(translated)} translated versions"
+            + (f" (similarity of kind: {', '.join(map(str, kinds))})" if kinds else "")
+            + f"; {int(judged['faithful'].sum())} of them ({judged['faithful'].mean():.0%}) reach the threshold of "
+            f"{params.faithful_threshold:.2f}.")
+
+
+def faithful_text(faithful: pd.DataFrame) -> str:
+    if faithful.empty:
+        return "Without a similarity table this comparison cannot be made for this run."
+    mean = faithful.loc[faithful["language"] == "mean"].iloc[0]
+    share = (f", {mean['reduction'] / mean['drop_all']:.0%} of the drop"
+             if mean["drop_all"] > 0 and mean["reduction"] > 0 else "")
+    return (f"Averaged over languages with equal weight, the drop is {mean['drop_all']:.3f} with all translations and "
+            f"{mean['drop_faithful']:.3f} with faithful ones only: the reduction (all minus faithful only) is "
+            f"{mean['reduction']:.3f}, 95% paired interval {mean['reduction_low']:.3f} to "
+            f"{mean['reduction_high']:.3f}{share}.")
+
+
+def tests_text(tests: pd.DataFrame) -> str:
+    lines = []
+    for subset, rows in tests.groupby("subset", sort=False):
+        more = rows.loc[rows["reliable"] & (rows["excess_drop"] > 0), "language"].tolist()
+        less = rows.loc[rows["reliable"] & (rows["excess_drop"] < 0), "language"].tolist()
+        line = (f"{subset} ({int(rows['n_items'].max())} items at most per language): in {len(more)} of {len(rows)} "
+                f"languages translation reliably lowers the score more than rewording does"
+                + (f" ({', '.join(more)})" if more else ""))
+        if less:
+            line += f", and in {len(less)} reliably less ({', '.join(less)})"
+        lines.append(line)
+    return "; ".join(lines) + "." if lines else "This run has no items with both translations and rewordings."
+
+
+def subsets_text(tests: pd.DataFrame, similarity: pd.DataFrame | None, threshold: float) -> str:
+    missing = []
+    if similarity is None:
+        missing.append("the fully-preserved subset needs the similarity table")
+    elif "fully preserved" not in set(tests["subset"]):
+        missing.append(f"no item is translated faithfully into every language at the threshold {threshold:.2f}, "
+                       "so the fully-preserved subset is empty")
+    if "without StereoSet" not in set(tests["subset"]):
+        missing.append("the subset without StereoSet is left out because the run has no translated StereoSet items "
+                       "(it would repeat the first)")
+    return (" Not shown: " + "; ".join(missing) + ".") if missing else ""
+
+
+def faithful_long(faithful: pd.DataFrame) -> pd.DataFrame:
+    """Both drops per language in one column, for a forest plot."""
+    return pd.concat([
+        faithful.assign(translations="all", drop=faithful["drop_all"], low=faithful["drop_all_low"],
+                        high=faithful["drop_all_high"]),
+        faithful.assign(translations="faithful only", drop=faithful["drop_faithful"],
+                        low=faithful["drop_faithful_low"], high=faithful["drop_faithful_high"]),
+    ], ignore_index=True)
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    similarity = read_similarity(params)
+    options = study.options
+    if similarity is not None:
+        faithful = analyses.faithful_only(study.scores, similarity, options, threshold=params.faithful_threshold)
+    else:
+        faithful = pd.DataFrame(columns=["language", "n_all", "n_faithful", "share_faithful", "n_unjudged"] + [
+            f"{column}{end}" for column in ("drop_all", "drop_faithful", "reduction") for end in ("", "_low", "_high")])
+    tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold)
+    out = Report()
+    out.add_table("faithful", faithful.assign(**{
+        f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)
+        for name, column in (("all", "drop_all"), ("faithful", "drop_faithful"), ("reduction", "reduction"))}),
+        FAITHFUL_STYLE)
+    out.add_table("tests", tests.assign(shown_excess=with_interval(tests["excess_drop"], tests["low"], tests["high"], 4)),
+                  TESTS_STYLE)
+    out.values.update({
+        "judged_text": judged_text(params, study.scores, similarity), "faithful_text": faithful_text(faithful),
+        "tests_text": tests_text(tests),
+        "subsets_text": subsets_text(tests, similarity, params.faithful_threshold),
+    })
+    if similarity is not None:
+        out.figures["faithful"] = charts.forest(
+            faithful_long(faithful), label="language", estimate="drop", low="low", high="high", color="translations",
+            title="Drop with all and with faithful translations (95% bootstrap intervals)")
+    else:
+        out.figures["faithful"] = note("No similarity table in this run: nothing to draw.")
+    out.figures["tests"] = charts.forest(
+        tests, label="language", estimate="excess_drop", low="low", high="high", color="subset",
+        x_title="excess drop: translation drop − rewording drop (soft score)",
+        title="Translation against rewording, item by item (95% bootstrap intervals)")
+    return out

@@ -1,0 +1,47 @@
+"""Chapter 10: when a model scores lower in another language than in English, is it a real shift?"""
+
+from __future__ import annotations
+
+from biasaudit.book import charts
+from biasaudit.book.prose import run_scope
+from biasaudit.book.report import Report, TableStyle, interval_column
+from biasaudit.lm.registry import OFFLINE_MODELS
+from biasaudit.run.params import RunParams
+from biasaudit.run.study import Study
+
+DROPS_STYLE = TableStyle(columns={
+    "language": "language", "n_items": "items", "n_models": "models", "soft": "soft score", "binary": "binary score",
+    "drop": "drop (English − language)", "interval": "95% interval across models",
+    "reliable_drops": "models with a reliable drop", "slope": "carry-over slope", "same_choice": "same choice",
+    "fluency": "fluency"})
+CELLS_STYLE = TableStyle(columns={
+    "model": "model", "language": "language", "n": "items", "drop": "drop (English − language)", "p": "p", "q": "q",
+    "reliable": "reliable", "drop_binary": "drop (binary)", "q_binary": "q (binary)", "sd": "SD of the changes",
+    "noise_only": "noise only"}, decimals=4)
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    drops = study.language_drops()
+    cells = study.cells()
+    others = drops.loc[drops["language"] != "en"]
+    english = drops.loc[drops["language"] == "en"].iloc[0]
+    out = Report()
+    out.add_table("drops", drops.assign(interval=interval_column(drops["drop_low"], drops["drop_high"])),
+                  DROPS_STYLE)
+    out.add_table("cells", cells, CELLS_STYLE)
+    out.values.update({
+        "n_models": int(english["n_models"]), "n_items": int(english["n_items"]),
+        "english_soft": float(english["soft"]), "n_languages": len(others),
+        "n_lower": int((others["drop"] > 0).sum()), "mean_drop": float(others["drop"].mean()),
+        "n_cells": len(cells), "alpha": params.alpha,
+        "n_reliable": int((cells["reliable"] & (cells["drop"] > 0)).sum()),
+        "n_reliable_rise": int((cells["reliable"] & (cells["drop"] < 0)).sum()),
+        "n_reliable_binary": int((cells["reliable_binary"] & (cells["drop_binary"] > 0)).sum()),
+        "mean_slope": float(others["slope"].mean()), "mean_same_choice": float(others["same_choice"].mean()),
+        "scope_text": run_scope(released=bool(params.released_scores), models=sorted(study.scores["model"].unique()),
+                                offline=list(OFFLINE_MODELS)),
+    })
+    out.figures["drops"] = charts.drop_bars(drops)
+    out.figures["heatmap"] = charts.drop_heatmap(cells)
+    return out

@@ -1,0 +1,77 @@
+"""Chapter 11: how far does rewording English alone move the scores (the noise floor)?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit.book import charts
+from biasaudit.book.report import Report, TableStyle
+from biasaudit.run.params import RunParams
+from biasaudit.run.study import Study
+
+FLOOR_STYLE = TableStyle(columns={
+    "via": "route", "n_models": "models", "n_items": "items", "share_unchanged": "text fields unchanged",
+    "floor": "floor (median over models)", "floor_mean": "floor (mean over models)", "noise_only": "noise only",
+    "slope": "carry-over slope", "r": "r", "same_choice": "same choice", "n_cells": "cells",
+    "reliable_cells": "reliable cells"}, decimals=4, percent=("share_unchanged", "same_choice"))
+CELLS_STYLE = TableStyle(columns={
+    "model": "model", "via": "route", "n": "items", "drop": "English − reworded", "floor": "floor", "p": "p",
+    "q": "q", "reliable": "reliable", "sd": "SD of the changes", "noise_only": "noise only"}, decimals=4)
+
+
+def floor_against_noise(floor: float, noise_only: float) -> str:
+    """What the floor means next to the noise-only value (the |mean| pure scatter gives on average)."""
+    if floor <= noise_only:
+        return (f"The floor ({floor:.4f}) is no larger than the noise-only value ({noise_only:.4f}): rewording moves "
+                "the mean English score no more than pure scatter of this size would on average, which is what no "
+                "systematic effect of rewording looks like. The floor is then the size of a mean's random error over "
+                "these items: a language drop no larger than it cannot be told apart from that error.")
+    return (f"The floor ({floor:.4f}) is larger than the noise-only value ({noise_only:.4f}): rewording shifts the mean "
+            "English score somewhat more than pure scatter of this size would on average, so part of the floor is a "
+            "systematic effect of the rewording itself, which a translation carries too.")
+
+
+def above_model_floor(language_cells: pd.DataFrame, floor_cells: pd.DataFrame) -> pd.Series:
+    """Per model × language cell: is its |drop| larger than its own model's floor (the median over the
+    model's routes)? The first step of chapter 22's rule, so the two chapters count the same cells."""
+    model_floor = language_cells["model"].map(floor_cells.groupby("model")["floor"].median())
+    return language_cells["drop"].abs() > model_floor
+
+
+def report(params: RunParams) -> Report:
+    study = Study.from_params(params)
+    floor = study.noise_floor()
+    cells = study.floor_cells()
+    language_cells = study.cells()
+    out = Report()
+    out.add_table("floor", floor, FLOOR_STYLE)
+    out.add_table("cells", cells, CELLS_STYLE)
+    if floor.empty:
+        raise ValueError(f"run {params.run_name!r} has no English rewordings: the noise floor needs them "
+                         "(set include_rewordings: true, or use a bank with rewordings)")
+    routes = floor.loc[floor["via"] != "all routes"]
+    overall = floor.loc[floor["via"] == "all routes"].iloc[0]
+    widest, narrowest = routes.loc[routes["floor"].idxmax()], routes.loc[routes["floor"].idxmin()]
+    unchanged = overall["share_unchanged"]
+    out.values.update({
+        "n_routes": len(routes), "route_names": ", ".join(routes["via"]), "n_models": int(overall["n_models"]),
+        "n_items": int(overall["n_items"]), "floor_all": float(overall["floor"]),
+        "noise_only_all": float(overall["noise_only"]), "floor_widest": float(widest["floor"]),
+        "route_widest": str(widest["via"]), "floor_narrowest": float(narrowest["floor"]),
+        "route_narrowest": str(narrowest["via"]), "n_above_noise": int((routes["floor"] > routes["noise_only"]).sum()),
+        "n_language_cells": len(language_cells),
+        "median_language_drop": float(language_cells["drop"].abs().median()),
+        "n_language_above_floor": int(above_model_floor(language_cells, cells).sum()),
+        "unchanged_text": (f"{unchanged:.0%} of the text fields (context and the three options) came back unchanged"
+                           if pd.notna(unchanged) else
+                           "this run's table carries no item texts, so unchanged fields cannot be counted"),
+        "n_cells": len(cells), "n_reliable": int(cells["reliable"].sum()),
+        "n_reliable_binary": int(cells["reliable_binary"].sum()), "smallest_q": float(cells["q"].min()),
+        "mean_slope": float(routes["slope"].mean()), "mean_r": float(routes["r"].mean()),
+        "same_choice_all": float(overall["same_choice"]),
+        "floor_against_noise": floor_against_noise(float(overall["floor"]), float(overall["noise_only"])),
+    })
+    out.figures["floor"] = charts.floor_bars(floor)
+    out.figures["heatmap"] = charts.drop_heatmap(cells, group="via",
+                                                 title="English minus reworded English, by model and route")
+    return out

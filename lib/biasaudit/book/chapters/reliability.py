@@ -1,0 +1,65 @@
+"""Appendix 40: what does a run do with bad input and faults? The table of the last fault sweep
+(`biasaudit.sweep`, `make sweep`) on this machine."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit.book.prose import count_noun, spoken_list
+from biasaudit.book.report import Report, TableStyle
+from biasaudit.run.params import RunParams
+from biasaudit.sweep import cases, harness
+
+SWEEP_STYLE = TableStyle(columns={"group": "group", "case": "case", "done": "what was done",
+                                  "said": "what the program said", "outcome": "outcome", "lost": "rows lost"},
+                         empty="")
+COUNTS_STYLE = TableStyle(columns={"outcome": "outcome", "cases": "cases"}, empty="")
+NO_SWEEP = ("No fault sweep has run on this machine yet, so there is no table to show. Run \"make sweep\" (about "
+            "three minutes on two CPU cores; it tries every case below in a scratch folder and writes its table "
+            "where this page reads it), then rebuild the book.")
+
+
+def summary_text(table: pd.DataFrame | None) -> str:
+    """The Summary of the appendix, from the sweep's table: it claims only what the shown cases did."""
+    if table is None or table.empty:
+        return ("This build shows no fault sweep, so it makes no claim about bad input or interrupted runs; "
+                "\"make sweep\" runs one and the next build shows its table.")
+    c = harness.counts(table)
+    good = dict(zip(table["case"], table["outcome"].isin(harness.GOOD_OUTCOMES)))
+    parts = [f"Of the last sweep's {count_noun(c['cases'], 'case')}, {c['clear_errors']} bad inputs ended in an error "
+             f"naming the file and row or the params key, {c['recovered']} faults were recovered with the table an "
+             f"uninterrupted run gives ({count_noun(c['lost'], 'stored row')} lost) and {c['right_results']} gave the "
+             "right result"]
+    parts[0] += "; none failed." if c["failed"] == 0 else f"; {c['failed']} FAILED (see the rows marked so)."
+    checked = [claim for case, claim in (("runs: no network", "the default pipeline made no network connection"),
+                                         ("runs: same numbers twice", "the same params gave the same numbers"))
+               if good.get(case)]
+    if checked:
+        parts.append(f"In it, {spoken_list(checked)}.")
+    return " ".join(parts)
+
+
+def report(params: RunParams) -> Report:
+    del params  # the appendix shows the machine's last sweep, whatever the run
+    out = Report()
+    last = harness.read_last_sweep()
+    if last is None:
+        out.add_table("sweep", pd.DataFrame(columns=harness.SWEEP_COLUMNS), SWEEP_STYLE)
+        out.add_table("counts", pd.DataFrame(columns=["outcome", "cases"]), COUNTS_STYLE)
+        out.values.update({"sweep_text": NO_SWEEP, "n_cases": len(cases.CASES), "summary_text": summary_text(None)})
+        return out
+    table, meta = last
+    c = harness.counts(table)
+    out.add_table("sweep", table, SWEEP_STYLE)
+    out.add_table("counts", table.groupby("outcome").size().rename("cases").reset_index(), COUNTS_STYLE)
+    failed = ("" if c["failed"] == 0 else
+              f" {c['failed']} case(s) FAILED: the program accepted bad input, gave a wrong result or stopped "
+              "without saying why; see the rows marked FAILED.")
+    out.values.update({
+        "n_cases": c["cases"], "summary_text": summary_text(table),
+        "sweep_text": (f"The last sweep on this machine finished {meta.get('finished', 'at an unrecorded time')} "
+                       f"after {meta.get('seconds', '?')} s: {c['cases']} cases, {c['clear_errors']} clear errors, "
+                       f"{c['recovered']} recovered faults and {c['right_results']} right results; {c['lost']} "
+                       f"stored rows lost.{failed}"),
+    })
+    return out

@@ -1,0 +1,67 @@
+"""Chapter 02: how strongly does each model prefer the stereotyped continuation of each item?"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from biasaudit.analyses import score_summary
+from biasaudit.book.report import Report, TableStyle
+from biasaudit.lm.registry import OFFLINE_MODELS
+from biasaudit.run import pipeline
+from biasaudit.run.params import RunParams
+
+
+def report(params: RunParams) -> Report:
+    """Score every item version with every model of the run (or import the released scores)."""
+    params.require_models("the scoring chapter's parameters")
+    pipeline.prepare_run(params)
+    items, collapsed, _ = pipeline.read_run_items(params.run_name)
+    out = Report()
+    out.values.update({"n_versions": len(items), "n_bases": int(items["base_id"].nunique()),
+                       "n_collapsed": len(collapsed)})
+    counts = items.groupby(["variant", "language"]).size().rename("versions").reset_index()
+    out.add_table("counts", counts, TableStyle(columns={"variant": "variant", "language": "language",
+                                                        "versions": "item versions"}))
+    out.add_table("collapsed", collapsed, TableStyle(columns={
+        "item_id": "item", "language": "language", "context": "context", "stereotyped": "stereotyped",
+        "anti_stereotyped": "anti-stereotyped"}, empty=""))
+    if params.released_scores:
+        scores = pipeline.read_scores(params.run_name)
+        out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
+                                      "model(s): nothing was scored here, so there are no timings.")
+        models = sorted(scores["model"].unique())
+        timings = pd.DataFrame(columns=["model", "scored_now", "read_back", "seconds", "per_version_ms",
+                                        "batch_size"])
+    else:
+        models = list(params.models)
+        scores, timings = pipeline.score_run(params.run_name, items, models=models, batch_size=params.batch_size,
+                                             device=params.device_or_none, dtype=params.scoring_dtype)
+        out.values["scoring_text"] = scoring_sentence(timings)
+        # a speed per version only means something over versions this run actually scored
+        timings["per_version_ms"] = (1000 * timings["seconds"] / timings["scored_now"]).where(timings["scored_now"] > 0)
+    out.add_table("timings", timings, TableStyle(columns={"model": "model", "scored_now": "versions scored now",
+                                                          "read_back": "read back from earlier runs",
+                                                          "seconds": "seconds", "per_version_ms": "ms per version scored",
+                                                          "batch_size": "batch size"},
+                                                 decimals=1, empty=""))
+    out.add_table("models", pd.DataFrame({"model": models, "what it is": [
+        OFFLINE_MODELS[m].description if m in OFFLINE_MODELS else m for m in models]}))
+    summary = score_summary(scores, params.aggregate)
+    wide = summary.pivot_table(index=["variant", "language"], columns="model", values="soft").reset_index()
+    wide.columns.name = None
+    out.add_table("summary", wide)
+    return out
+
+
+def scoring_sentence(timings: pd.DataFrame) -> str:
+    """What this run's scoring cost, separating versions scored now from those read back, so a
+    warm rerun's seconds are not read as the scorer's speed."""
+    seconds, scored, read = timings["seconds"].sum(), int(timings["scored_now"].sum()), int(timings["read_back"].sum())
+    models = f"{len(timings)} model(s)"
+    if scored == 0:
+        return (f"Every version was already stored by an earlier run of this run name, so nothing was scored now: "
+                f"reading the {read:,} stored scores back for {models} took {seconds:.0f} s.")
+    text = f"Scoring {scored:,} item version(s) for {models} took {seconds:.0f} s"
+    if read:
+        text += f"; {read:,} more were read back from an earlier run of this run name"
+    return text + "."

@@ -1,0 +1,177 @@
+"""What a chapter hands its notebook: tables, figures, and the values its prose quotes.
+
+A chapter function (`biasaudit.book.chapters`) computes everything in the library, where it is tested;
+the notebook only calls it, glues the values into its Markdown (`Report.glue`), and shows the
+tables and figures. Tables are shown for reading (`readable`): named columns, rounded numbers,
+counts as integers, no positional index, no all-empty columns, long text wrapped, and any text
+from the data escaped, so an item that contains `<script>` or `**bold**` shows as written. A
+column that holds one value in every row of a longer table is said once, in the caption ("in every
+row: items 64"), so that a table keeps to the columns that differ and fits the page
+(`check_html.wide_tables`).
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown
+from myst_nb import glue
+
+from biasaudit.book.prose import spoken_list  # noqa: F401  (chapters import it from here)
+
+# Wrap long text in table cells instead of stretching the page.
+_CELL_STYLE = [{"selector": "td", "props": [("white-space", "normal"), ("max-width", "28em"),
+                                            ("vertical-align", "top"), ("padding", "0.15em 0.6em")]},
+               {"selector": "th", "props": [("text-align", "left"), ("padding", "0.15em 0.6em")]}]
+
+
+@dataclass(frozen=True)
+class TableStyle:
+    """How one table is shown: which columns under which names, and how numbers are written.
+
+    `columns` maps a column to its shown name (and selects and orders them; None keeps all);
+    `decimals` is the default number of decimals, `percent` the columns shown as percentages,
+    `index` a column to show as the row label (none: no index at all). `empty` is the sentence
+    shown instead of an empty table; "" shows nothing, where the chapter's prose already says why
+    the section has no data (one sentence, not two).
+    """
+
+    columns: dict[str, str] | None = None
+    decimals: int = 3
+    empty: str = "This run has no rows for this table."
+    percent: tuple[str, ...] = ()
+    formats: dict[str, Any] = field(default_factory=dict)  # a format string or a function of the value
+    caption: str = ""
+    fold_constant: bool = True  # columns with one value in every row (of 2 or more) go to the caption
+    transpose: bool = False  # one column per row of the table (few rows, many measures), first column as headers
+
+
+def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
+    """A pandas Styler of `table` for reading (see the module docstring)."""
+    shown = table.copy()
+    if style.columns is not None:
+        missing = [c for c in style.columns if c not in shown.columns]
+        if missing:
+            raise KeyError(f"readable: columns {missing} are not in the table ({list(shown.columns)})")
+        shown = shown[list(style.columns)].rename(columns=style.columns)
+    names = style.columns or {c: c for c in shown.columns}
+    shown = shown.loc[:, [c for c in shown.columns if not shown[c].isna().all()]] if len(shown) else shown
+    formats: dict[str, Any] = {}
+    for column in shown.columns:
+        source = next((k for k, v in names.items() if v == column), column)
+        values = shown[column]
+        if source in style.formats:
+            formats[column] = style.formats[source]
+        elif source in style.percent:
+            formats[column] = "{:.0%}"
+        elif pd.api.types.is_bool_dtype(values):
+            formats[column] = lambda v: "yes" if v is True or v == 1 else ("no" if v is False or v == 0 else "")
+        elif pd.api.types.is_integer_dtype(values) or _is_count(str(source), values):
+            formats[column] = lambda v: "" if pd.isna(v) else f"{int(v):,}"
+        elif pd.api.types.is_float_dtype(values):
+            formats[column] = f"{{:.{style.decimals}f}}"
+    caption = style.caption
+    if style.transpose:
+        shown, formats = _transposed(shown, formats), {}
+    folded = _constant_columns(shown) if style.fold_constant and not style.transpose else []
+    if folded:
+        said = "; ".join(f"{column} {_written(shown[column].iloc[0], formats.get(column))}" for column in folded)
+        caption = f"{caption} In every row: {said}.".strip()
+        shown = shown.drop(columns=folded)
+    styler = shown.style.format({c: f for c, f in formats.items() if c in shown.columns}, na_rep="",
+                                escape="html").hide(axis="index")
+    styler = styler.set_table_styles(_CELL_STYLE)
+    if caption:
+        styler = styler.set_caption(html.escape(caption))
+    return styler
+
+
+def interval_column(low: pd.Series, high: pd.Series, decimals: int = 3) -> list[str]:
+    """"[low, high]" per row (one column instead of two), empty where there is no interval."""
+    return ["" if pd.isna(a) or pd.isna(b) else f"[{a:.{decimals}f}, {b:.{decimals}f}]" for a, b in zip(low, high)]
+
+
+def with_interval(value: pd.Series, low: pd.Series, high: pd.Series, decimals: int = 3) -> list[str]:
+    """"value [low, high]" per row: an estimate and its interval in one column; the value alone where
+    there is no interval."""
+    return [("" if pd.isna(v) else f"{v:.{decimals}f}") + (f" [{a:.{decimals}f}, {b:.{decimals}f}]"
+                                                           if not (pd.isna(a) or pd.isna(b)) else "")
+            for v, a, b in zip(value, low, high)]
+
+
+def _transposed(shown: pd.DataFrame, formats: dict[str, Any]) -> pd.DataFrame:
+    """Each value written as its column shows it, then rows as columns, headed by the first column."""
+    text = pd.DataFrame({c: ["" if pd.isna(v) else _written(v, formats.get(c)) for v in shown[c]] for c in shown})
+    first = text.columns[0]
+    return text.set_index(first).T.rename_axis(index="", columns=None).reset_index()
+
+
+def _constant_columns(shown: pd.DataFrame) -> list[str]:
+    """Columns after the first holding one (non-empty) value in every row, in tables of 2 rows or more."""
+    if len(shown) < 2 or shown.shape[1] < 3:
+        return []
+    return [c for c in shown.columns[1:] if shown[c].notna().all() and shown[c].nunique() == 1]
+
+
+def _written(value: Any, fmt: Any) -> str:
+    """`value` as its column shows it."""
+    if fmt is None:
+        return str(value)
+    return fmt(value) if callable(fmt) else fmt.format(value)
+
+
+def _is_count(name: str, values: pd.Series) -> bool:
+    """A float column that holds counts (NaN made it float): named like a count, whole numbers only."""
+    if not pd.api.types.is_float_dtype(values):
+        return False
+    known = values.dropna().to_numpy()
+    counted = name == "n" or name.startswith(("n_", "reliable_", "cells_")) or name.endswith("_count")
+    return counted and bool(np.all(known == np.round(known)))
+
+
+@dataclass
+class Report:
+    """A chapter's tables, figures and quoted values."""
+
+    values: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    figures: dict[str, Any] = field(default_factory=dict)
+    styles: dict[str, TableStyle] = field(default_factory=dict)
+
+    def add_table(self, name: str, table: pd.DataFrame, style: TableStyle | None = None) -> pd.DataFrame:
+        self.tables[name] = table
+        if style is not None:
+            self.styles[name] = style
+        return table
+
+    def table(self, name: str):
+        """The table `name`, formatted for reading; a one-line note instead of an empty table."""
+        style = self.styles.get(name, TableStyle())
+        if self.tables[name].empty:
+            return note(style.empty) if style.empty else None
+        return readable(self.tables[name], style)
+
+    def figure(self, name: str):
+        """The figure `name`; None (nothing shown) where the prose says there is nothing to draw."""
+        return self.figures[name]
+
+    def glue(self) -> None:
+        """Glue every value for the notebook's Markdown ({glue:text}`name`), without displaying it."""
+
+        for name, value in self.values.items():
+            glue(name, _plain(value), display=False)
+
+
+def note(text: str):
+    """A one-line note shown where a table or chart would be, when a run has no data for it."""
+
+    return Markdown(f"*{text}*")
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars as Python values, so that glued numbers format like Python's."""
+    return value.item() if isinstance(value, np.generic) else value

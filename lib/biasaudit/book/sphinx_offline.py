@@ -1,0 +1,63 @@
+"""Sphinx extension: the book renders the same with no network and on any machine.
+
+MathJax is served from the build, not a CDN, and the book ships its own web fonts for every
+script it shows (`biasaudit.book.fonts`), subsetted to the characters of this build's pages.
+
+MathJax 3.2 comes from the PyPI package django-static-mathjax (its top-level package
+`mathjax` carries the MathJax distribution; nothing from Django is used). The combined
+TeX-to-CHTML component and its fonts are copied to _static/mathjax/ after the HTML is
+written, and `mathjax_path` points there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+from biasaudit.book import fonts
+
+LOGGER = logging.getLogger(__name__)
+
+COMPONENT = "tex-chtml.js"
+
+
+def mathjax_distribution() -> Path:
+    """The es5/ folder of the packaged MathJax distribution."""
+    spec = importlib.util.find_spec("mathjax")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModuleNotFoundError("MathJax for the offline book comes from `pip install django-static-mathjax`")
+    return Path(next(iter(spec.submodule_search_locations))) / "static" / "mathjax" / "es5"
+
+
+def _copy_mathjax(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    source, target = mathjax_distribution(), Path(app.outdir) / "_static" / "mathjax"
+    target.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source / COMPONENT, target / COMPONENT)
+    shutil.copytree(source / "output" / "chtml" / "fonts", target / "output" / "chtml" / "fonts", dirs_exist_ok=True)
+
+
+def _write_fonts(app: Sphinx, exception: Exception | None) -> None:
+    """Subset the book's fonts to the characters of the pages just written (see `biasaudit.book.fonts`)."""
+    if exception is not None or app.builder.format != "html":
+        return
+    static = Path(app.outdir) / "_static"
+    shutil.rmtree(static / "fonts", ignore_errors=True)
+    rows = fonts.write_fonts(fonts.page_characters(Path(app.outdir)), static / "fonts")
+    (static / "fonts.css").write_text(fonts.stylesheet(rows), encoding="utf-8")
+    charts = fonts.embed_in_charts(Path(app.outdir) / "_images")
+    LOGGER.info("fonts: " + ", ".join(f"{r['family']} {r['weight']} ({r['chars']} characters, {r['bytes'] // 1024} KB)"
+                                      for r in rows) + f"; the text font embedded in {charts} chart(s)")
+
+
+def setup(app: Sphinx) -> dict:
+    app.config.mathjax_path = f"mathjax/{COMPONENT}"
+    app.add_css_file("fonts.css")
+    app.connect("build-finished", _copy_mathjax)
+    app.connect("build-finished", _write_fonts)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

