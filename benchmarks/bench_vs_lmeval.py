@@ -50,7 +50,8 @@ import torch
 from biasaudit.analyses.scores import item_scores
 from biasaudit.data.item_table import OPTIONS, join_text, read_items
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model, resolve_model_path
-from biasaudit.lm.scoring import build_sequences, encode_joint, score
+from biasaudit.lm.scoring import score
+from biasaudit.lm.tokens import build_sequences, encode_joint
 from biasaudit.run.options import DEFAULT_SEED
 
 LMEVAL_MISSING = ("lm-eval is not installed: this benchmark needs the project's `bench` extra "

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from biasaudit import analyses
 from biasaudit.analyses.stats import sign_flip_pvalue
-from biasaudit.lm import scoring
+from biasaudit.lm.tokens import boundary_example
 from biasaudit.run import pipeline
 from biasaudit.run.options import StudyOptions
 from biasaudit.run.store import ScoreStore
@@ -437,7 +437,7 @@ def test_error_example_picks_the_item_that_moves_most():
 
 def test_boundary_example_marks_the_unscored_first_token(tiny_lm):
     _, tokenizer = tiny_lm
-    tokens = scoring.boundary_example(tokenizer, "The nurse said that", "she was tired.")
+    tokens = boundary_example(tokenizer, "The nurse said that", "she was tired.")
     joint = tokens.loc[tokens["scorer"] == "joint (correct)"]
     separate = tokens.loc[tokens["scorer"] == "separate (boundary error)"]
     assert joint.loc[joint["part"] == "continuation", "scored"].all()

@@ -134,3 +134,16 @@ def test_server_failures_become_errors_not_crashes(local):
         server.close()
     gone = OpenAIGenerator("x", "http://127.0.0.1:9/v1", timeout=2).generate(["hello"])[0]
     assert isinstance(gone, GenerationError) and "no answer" in gone.reason
+
+
+@pytest.mark.parametrize("dtype", ["auto", "float32", "bfloat16"])
+def test_a_generator_describes_its_replies_the_same_before_and_after_loading_the_model(dtype, tmp_path, monkeypatch):
+    """The reply cache's key: a warm run must not load the model to build it, and the key must not
+    change once the model is loaded (else every cached reply would be missed)."""
+    monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path))
+    generator = LocalGenerator("tiny-random", GenerationSettings(max_new_tokens=4, dtype=dtype), device="cpu")
+    before = generator.describe()
+    assert generator._network is None, "describing needs no model"
+    assert generator.tokens(["Yes", "No"]) and generator._network is None, "counting tokens needs the tokenizer only"
+    generator._load()
+    assert generator.describe() == before

@@ -15,7 +15,6 @@ import nbformat
 import pytest
 from biasaudit.book import released_part as part
 from biasaudit.data import downloads, release_files
-from biasaudit.data import released as rel
 from biasaudit.data.release_files import ReleasedDataError, released_cache
 from biasaudit.data.released import released_models_in
 from biasaudit.run.params import RunParams

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 import torch
 from biasaudit.data.item_table import OPTIONS
-from biasaudit.lm import scoring
+from biasaudit.lm import scoring, tokens
 from biasaudit.lm.reference import naive_scores
 from biasaudit.run.store import ScoreStore
 
@@ -33,7 +33,7 @@ def test_score_matches_naive_reference(fixture, pack, small_items, request):
 
 def test_start_token_supplied_only_when_missing(tiny_lm, tiny_lm_with_bos):
     for (_, tokenizer), adds in ((tiny_lm, False), (tiny_lm_with_bos, True)):
-        ids, positions = scoring.encode_joint(tokenizer, "", "Nurses are kind.", "en")
+        ids, positions = tokens.encode_joint(tokenizer, "", "Nurses are kind.", "en")
         plain = tokenizer("Nurses are kind.", add_special_tokens=False)["input_ids"]
         assert ids[0] == tokenizer.bos_token_id
         assert ids[1:] == plain, "exactly one start token, never two"
@@ -61,7 +61,7 @@ def test_token_straddling_the_boundary_is_scored_with_the_continuation(tiny_lm):
     encoding = tokenizer(context + continuation, return_offsets_mapping=True)
     straddling = [(s, e) for s, e in encoding["offset_mapping"] if s < len(context) < e]
     assert straddling, "the fixture tokenizer must merge a token across the boundary for this test to mean anything"
-    ids, positions = scoring.encode_joint(tokenizer, context, continuation, "zh")
+    ids, positions = tokens.encode_joint(tokenizer, context, continuation, "zh")
     offsets = [(0, 0), *encoding["offset_mapping"]]
     assert any(offsets[p][0] < len(context) for p in positions), "the straddling token is part of the continuation"
     items = pd.DataFrame([{
@@ -83,8 +83,8 @@ def test_boundary_error_drops_the_first_continuation_token(tiny_lm, small_items)
     for it, good, bad in zip(english.itertuples(), right.itertuples(), wrong.itertuples()):
         for option in OPTIONS:
             text = getattr(it, option)
-            ids, positions = scoring.encode_joint(tokenizer, it.context, text, "en")
-            separate, _ = scoring.encode_separately(tokenizer, it.context, text, "en")
+            ids, positions = tokens.encode_joint(tokenizer, it.context, text, "en")
+            separate, _ = tokens.encode_separately(tokenizer, it.context, text, "en")
             if ids != separate:
                 continue  # tokenizations differ; the comparison below assumes they agree
             compared += 1
@@ -105,7 +105,7 @@ def test_boundary_error_leaves_one_token_continuations_with_nothing(tiny_lm):
     model, tokenizer = tiny_lm
     word = "she"
     assert len(tokenizer(" " + word, add_special_tokens=False)["input_ids"]) == 1
-    ids, positions = scoring.encode_separately(tokenizer, "The nurse said that", word, "en")
+    ids, positions = tokens.encode_separately(tokenizer, "The nurse said that", word, "en")
     assert positions == []
     items = pd.DataFrame([{
         "item_id": "o/en", "base_id": "o", "source": "written", "dimension": "gender", "category": "pronoun",
@@ -161,11 +161,11 @@ def test_resume_scores_nothing_twice(tiny_lm, small_items, tmp_path, monkeypatch
 
 def test_packing_shares_the_context(tiny_lm, small_items):
     _, tokenizer = tiny_lm
-    packed = scoring.build_sequences(small_items, tokenizer, pack=True)
-    single = scoring.build_sequences(small_items, tokenizer, pack=False)
+    packed = tokens.build_sequences(small_items, tokenizer, pack=True)
+    single = tokens.build_sequences(small_items, tokenizer, pack=False)
     assert len(packed) == len(small_items) and len(single) == 3 * len(small_items)
     assert sum(len(s.ids) for s in packed) < sum(len(s.ids) for s in single)
-    too_long = scoring.build_sequences(small_items, tokenizer, pack=True, max_packed_length=5)
+    too_long = tokens.build_sequences(small_items, tokenizer, pack=True, max_packed_length=5)
     assert len(too_long) == 3 * len(small_items), "items longer than a sliding window are not packed"
 
 
@@ -184,11 +184,11 @@ def test_offline_models_match_naive_reference(name, small_items):
 
 def test_auto_batch_size_fits_a_token_budget_on_cpu(tiny_lm, small_items):
     model, tokenizer = tiny_lm
-    sequences = scoring.build_sequences(small_items, tokenizer)
+    sequences = tokens.build_sequences(small_items, tokenizer)
     longest = max(len(s.ids) for s in sequences)
     assert scoring.auto_batch_size(sequences, "cpu") == min(scoring.AUTO_CPU_TOKENS // longest, scoring.AUTO_MAX_BATCH)
     assert scoring.auto_batch_size(sequences, "cuda:0") == scoring.AUTO_MAX_BATCH
-    long = [scoring.Sequence(ids=list(range(5000)), position_ids=list(range(5000)), segments=[-1] * 5000, targets=[])]
+    long = [tokens.Sequence(ids=list(range(5000)), position_ids=list(range(5000)), segments=[-1] * 5000, targets=[])]
     assert scoring.auto_batch_size(long, "cpu") == 1
     auto = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size="auto", progress=False)
     fixed = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size=1, progress=False)
@@ -241,7 +241,7 @@ def test_the_output_layer_runs_for_target_positions_only(tiny_lm, small_items, p
                              progress=False)
     finally:
         hook.remove()
-    targets = sum(len(s.targets) for s in scoring.build_sequences(small_items, tokenizer, pack=pack))
+    targets = sum(len(s.targets) for s in tokens.build_sequences(small_items, tokenizer, pack=pack))
     assert all(shape[0] == 1 for shape in widths) and sum(shape[1] for shape in widths) == targets
     monkeypatch.setattr(scoring, "GATHER_TARGETS", False)
     full = scoring.score(small_items, (model, tokenizer), model_name="tiny", batch_size=4, pack=pack, progress=False)
@@ -274,7 +274,7 @@ def test_the_boundary_error_reuses_stored_correct_scores_and_gives_the_same_numb
     derived = scoring.score(items, (model, tokenizer), model_name="tiny", scorer_boundary=True, store=tmp_path,
                             progress=False)
     monkeypatch.setattr(model, "forward", original)
-    plans = [scoring._boundary_from_joint(tokenizer, item) for item in items.itertuples(index=False)]
+    plans = [tokens.boundary_from_joint(tokenizer, item) for item in items.itertuples(index=False)]
     assert any(p is not None for p in plans), "some items are reused"
     columns = [c for c in direct.columns if c.startswith(("lp_", "ntok_"))]
     pd.testing.assert_frame_equal(derived[columns], direct[columns], check_exact=False, rtol=0, atol=1e-5)
@@ -282,3 +282,27 @@ def test_the_boundary_error_reuses_stored_correct_scores_and_gives_the_same_numb
     assert len(one_token), "some options are one token long (the tokenizer's \"x\")"
     assert (one_token["ntok_stereotyped"] == 0).all() and (one_token["lp_sum_stereotyped"] == 0).all()
     assert sum(forwarded) < direct_tokens, "the reused items forward their context only"
+
+
+def test_a_run_whose_scores_are_all_stored_is_read_back_without_loading_torch(tiny_lm, small_items, tmp_path):
+    """A warm rerun of chapter 02 reads every score back: the same table score() returns, in a process
+    that never imports torch (its import alone takes seconds, its model load more)."""
+    import os
+    import subprocess
+    import sys
+
+    run_folder = tmp_path / "t"
+    expected = scoring.score(small_items, tiny_lm, model_name="m", store=ScoreStore(run_folder), progress=False)
+    small_items.to_parquet(tmp_path / "items.parquet")
+    code = (
+        "import sys, pandas as pd\n"
+        "from biasaudit.run import pipeline\n"
+        f"items = pd.read_parquet({str(tmp_path / 'items.parquet')!r})\n"
+        "table, timings = pipeline.score_run('t', items, models=['m'])\n"
+        f"table.to_parquet({str(tmp_path / 'back.parquet')!r})\n"
+        "print('torch' in sys.modules, int(timings['scored_now'].sum()), int(timings['read_back'].sum()))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**os.environ, "BIASAUDIT_RUNS_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["False", "0", str(len(small_items))]
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "back.parquet"), expected.reset_index(drop=True))

@@ -11,7 +11,7 @@ import pytest
 import torch
 from biasaudit.book.chapters import score as scoring_chapter
 from biasaudit.data.item_table import OPTIONS
-from biasaudit.lm import scoring
+from biasaudit.lm import scoring, tokens
 from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
@@ -30,7 +30,7 @@ def _max_logit_gap(fp32, bf16, tokenizer, items: pd.DataFrame) -> float:
     gap = 0.0
     for item in items.itertuples(index=False):
         for option in OPTIONS:
-            ids, _ = scoring.encode_joint(tokenizer, item.context, getattr(item, option), item.language)
+            ids, _ = tokens.encode_joint(tokenizer, item.context, getattr(item, option), item.language)
             inputs = torch.tensor([ids])
             gap = max(gap, float((bf16(inputs).logits.float() - fp32(inputs).logits).abs().max()))
     return gap
@@ -66,7 +66,7 @@ def test_bf16_log_softmax_is_taken_in_fp32(fp32_and_bf16, small_items, monkeypat
     one = small_items.iloc[[0]]
     scores = scoring.score(one, (bf16, tokenizer), model_name="tiny", pack=False, batch_size=1, progress=False)
     for option in OPTIONS:
-        ids, positions = scoring.encode_joint(tokenizer, one["context"].iloc[0], one[option].iloc[0], "en")
+        ids, positions = tokens.encode_joint(tokenizer, one["context"].iloc[0], one[option].iloc[0], "en")
         with torch.inference_mode():
             logits = bf16(torch.tensor([ids])).logits[0]
         in_fp32 = sum(float(torch.log_softmax(logits[p - 1].float(), -1)[ids[p]]) for p in positions)

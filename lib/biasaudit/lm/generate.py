@@ -36,6 +36,7 @@ from biasaudit.lm.registry import (
     default_device,
     load_model,
     resolve_dtype,
+    resolve_model_path,
 )
 from biasaudit.run.options import DEFAULT_SEED
 from biasaudit.run.paths import cache_dir
@@ -101,17 +102,28 @@ class LocalGenerator(Generator):
 
     def _load(self):
         if self._network is None:
-
             device = self.device or default_device()
             self._network, self._tokenizer = load_model(self.name, device=device,
                                                         dtype=resolve_dtype(self.settings.dtype, device))
         return self._network, self._tokenizer
 
     def describe(self) -> dict:
-        """What the replies depend on: the settings with the precision actually used."""
-        network, _ = self._load()
-        dtype = str(next(network.parameters()).dtype).removeprefix("torch.")
-        return {**super().describe(), "dtype": dtype, "chat": self.chat}
+        """What the replies depend on: the settings with the precision actually used (the loaded
+        model's, or the one `_load` will load it in: a run whose replies are all cached never
+        loads the model)."""
+        if self._network is not None:
+            dtype = next(self._network.parameters()).dtype
+        else:
+            dtype = resolve_dtype(self.settings.dtype, self.device or default_device())
+        return {**super().describe(), "dtype": str(dtype).removeprefix("torch."), "chat": self.chat}
+
+    def _tokenizer_only(self):
+        """The tokenizer, without loading the model's weights when they are not loaded yet."""
+        if self._tokenizer is None:
+            from transformers import AutoTokenizer
+
+            self._tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(self.name))
+        return self._tokenizer
 
     @property
     def chat(self) -> bool:
@@ -127,7 +139,7 @@ class LocalGenerator(Generator):
 
     def texts(self, prompts: Sequence[str]) -> list[str]:
         """What the model reads for each prompt (chat template, or the prompt and a newline)."""
-        _, tokenizer = self._load()
+        tokenizer = self._tokenizer_only()
         if self.chat:
             return [tokenizer.apply_chat_template([{"role": "user", "content": p}], tokenize=False,
                                                   add_generation_prompt=True) for p in prompts]
@@ -135,11 +147,11 @@ class LocalGenerator(Generator):
 
     def lengths(self, prompts: Sequence[str]) -> list[int]:
         """Token counts of what the model reads: batches of equal length pad nothing."""
-        _, tokenizer = self._load()
+        tokenizer = self._tokenizer_only()
         return [len(ids) for ids in tokenizer(self.texts(prompts), add_special_tokens=not self.chat)["input_ids"]]
 
     def tokens(self, texts: Sequence[str]) -> list[int]:
-        _, tokenizer = self._load()
+        tokenizer = self._tokenizer_only()
         return [len(ids) for ids in tokenizer(list(texts), add_special_tokens=False)["input_ids"]]
 
     def _stop_ids(self) -> list[int]:

@@ -9,15 +9,13 @@ any character after the end of the context (the joining space included). So a to
 merges the last context characters with the first continuation characters is scored with the
 continuation, and the continuation's first token is always scored. When the tokenizer adds no
 start token (SmolLM2's adds none), BOS (else EOS) is put in front, so that even a sentence
-with an empty context has its first token predicted from something.
-"""
+with an empty context has its first token predicted from something."""
 
 from __future__ import annotations
 
 import inspect
 import warnings
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Literal
 
@@ -27,202 +25,24 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, join_text, validate_items
+from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, validate_items
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model
-from biasaudit.run.store import DTYPE_COLUMN, ScoreStore, run_lock
+from biasaudit.lm.tokens import (
+    Sequence,
+    boundary_sequences,
+    build_sequences,
+)
+from biasaudit.run.store import (
+    DTYPE_COLUMN,
+    ScoreStore,
+    run_lock,
+    scores_for_items,
+    stored_scores,
+)
 
-TEXT_COLUMNS: list[str] = ["context", *OPTIONS]
 # batch_size="auto": at most this many sequences per batch, and on a CPU about this many tokens.
 AUTO_MAX_BATCH = 64
 AUTO_CPU_TOKENS = 2048
-SCORE_COLUMNS: list[str] = [f"{kind}_{o}" for o in OPTIONS for kind in ("lp_sum", "ntok", "lp_mean")]
-
-
-@dataclass(frozen=True)
-class Sequence:
-    """One row of a forward pass and what to read from it.
-
-    `segments` is -1 for tokens every option shares (the common prefix) and k for the tokens of
-    the k-th packed option; a token attends to the prefix and to earlier tokens of its own
-    segment only. `targets` lists (row, option, logit index, token id): the token id's
-    log-prob is read from the logits at that index.
-    """
-
-    ids: list[int]
-    position_ids: list[int]
-    segments: list[int]
-    targets: list[tuple[int, str, int, int]]
-
-    @property
-    def packed(self) -> bool:
-        return any(s >= 0 for s in self.segments)
-
-
-def start_token_id(tokenizer: PreTrainedTokenizerBase) -> int:
-    """The id put in front of a sequence when the tokenizer adds none: BOS, else EOS."""
-    for token_id in (tokenizer.bos_token_id, tokenizer.eos_token_id):
-        if token_id is not None:
-            return int(token_id)
-    raise ValueError(f"{type(tokenizer).__name__} has neither a BOS nor an EOS token to start a sequence with")
-
-
-def _with_start(tokenizer: PreTrainedTokenizerBase, ids: list[int], offsets: list[tuple[int, int]]):
-    if ids and ids[0] in set(tokenizer.all_special_ids):
-        return ids, offsets
-    return [start_token_id(tokenizer), *ids], [(0, 0), *offsets]
-
-
-def encode_joint(
-    tokenizer: PreTrainedTokenizerBase, context: str, continuation: str, language: str
-) -> tuple[list[int], list[int]]:
-    """Token ids of context + continuation and the positions of the continuation's tokens."""
-    if not getattr(tokenizer, "is_fast", False):
-        raise TypeError("The scorer needs a fast tokenizer (character offsets); load it with use_fast=True")
-    text = join_text(context, continuation, language)
-    encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=True)
-    ids, offsets = _with_start(tokenizer, list(encoding["input_ids"]), list(encoding["offset_mapping"]))
-    boundary = len(context)
-    positions = [i for i, (start, end) in enumerate(offsets) if end > boundary and end > start]
-    if positions and positions[0] == 0:
-        raise ValueError("the first token of a sequence cannot be scored; a start token is missing")
-    return ids, positions
-
-
-def encode_separately(
-    tokenizer: PreTrainedTokenizerBase, context: str, continuation: str, language: str
-) -> tuple[list[int], list[int]]:
-    """The `scorer_boundary` pipeline error, on purpose: see DESIGN.md, error 3.
-
-    Context and continuation are tokenized on their own and concatenated, and scoring starts
-    one token too late (at len(context ids) + 1), so the continuation's first token is never
-    scored and a one-token continuation gets no tokens at all.
-    """
-    separator = join_text("x", "x", language)[1:-1] if context else ""
-    context_encoding = tokenizer(context, return_offsets_mapping=True, add_special_tokens=True)
-    context_ids, _ = _with_start(
-        tokenizer, list(context_encoding["input_ids"]), list(context_encoding["offset_mapping"])
-    )
-    continuation_ids = list(tokenizer(separator + continuation, add_special_tokens=False)["input_ids"])
-    ids = context_ids + continuation_ids
-    return ids, list(range(len(context_ids) + 1, len(ids)))
-
-
-def boundary_example(tokenizer, context: str, continuation: str, language: str = "en") -> pd.DataFrame:
-    """The tokens of context + continuation and which ones each scorer scores (error 3).
-
-    Columns: scorer ("joint (correct)" or "separate (boundary error)"), position, token (its
-    text), part ("context" or "continuation", as that scorer splits the text) and scored (the
-    token's log-prob is summed into the continuation's score)."""
-    separator = join_text("x", "x", language)[1:-1] if context else ""
-    continuation_length = len(tokenizer(separator + continuation, add_special_tokens=False)["input_ids"])
-    rows = []
-    for name, encode in (("joint (correct)", encode_joint), ("separate (boundary error)", encode_separately)):
-        ids, positions = encode(tokenizer, context, continuation, language)
-        scored = set(positions)
-        if name.startswith("joint"):
-            first = min(positions) if positions else len(ids)
-        else:
-            first = len(ids) - continuation_length
-        for position, token_id in enumerate(ids):
-            rows.append({"scorer": name, "position": position, "token": tokenizer.decode([token_id]),
-                         "part": "continuation" if position >= first else "context",
-                         "scored": position in scored})
-    return pd.DataFrame(rows)
-
-
-def _single(row: int, option: str, ids: list[int], positions: list[int]) -> Sequence:
-    """One option on its own, in a plain causal sequence."""
-    targets = [(row, option, p - 1, ids[p]) for p in positions]
-    return Sequence(ids, list(range(len(ids))), [-1] * len(ids), targets)
-
-
-def _packed(row: int, encoded: dict[str, tuple[list[int], list[int]]]) -> Sequence:
-    """The options of one item in one sequence: their common prefix once, then each option's rest.
-
-    Each option keeps the position ids it would have alone and sees only the prefix and itself,
-    so its log-probs equal those of scoring it alone, while the shared context is run once.
-    """
-    all_ids = [ids for ids, _ in encoded.values()]
-    common = 0
-    while all(len(ids) > common for ids in all_ids) and len({ids[common] for ids in all_ids}) == 1:
-        common += 1
-    ids, position_ids, segments = list(all_ids[0][:common]), list(range(common)), [-1] * common
-    targets = []
-    for k, (option, (option_ids, positions)) in enumerate(encoded.items()):
-        start = len(ids)
-        ids += option_ids[common:]
-        position_ids += list(range(common, len(option_ids)))
-        segments += [k] * (len(option_ids) - common)
-
-        def packed_index(i: int) -> int:
-            return i if i < common else start + i - common
-
-        targets += [(row, option, packed_index(p - 1), option_ids[p]) for p in positions]
-    return Sequence(ids, position_ids, segments, targets)
-
-
-def build_sequences(
-    items: pd.DataFrame,
-    tokenizer: PreTrainedTokenizerBase,
-    *,
-    scorer_boundary: bool = False,
-    pack: bool = True,
-    max_packed_length: int | None = None,
-) -> list[Sequence]:
-    """Tokenize every option of every item; pack an item's options into one sequence when allowed."""
-    encode = encode_separately if scorer_boundary else encode_joint
-    sequences = []
-    for row, item in enumerate(items.itertuples(index=False)):
-        encoded = {o: encode(tokenizer, item.context, getattr(item, o), item.language) for o in OPTIONS}
-        packed = _packed(row, encoded) if pack else None
-        if packed is not None and (max_packed_length is None or len(packed.ids) <= max_packed_length):
-            sequences.append(packed)
-        else:
-            sequences += [_single(row, o, ids, positions) for o, (ids, positions) in encoded.items()]
-    return sequences
-
-
-def _boundary_from_joint(tokenizer: PreTrainedTokenizerBase, item) -> tuple[list[int], dict[str, int]] | None:
-    """Error 3 on an item whose options tokenize the same way jointly and separately: (the context's
-    ids, start token included; each option's first continuation token), else None.
-
-    Then the erroneous scorer sums exactly the correct scorer's tokens but the first, so its score is
-    the correct one minus that token's log-prob, which a forward pass of the context alone gives for
-    all three options at once (`_score`): about a third of the tokens of scoring the item again."""
-    prefix, firsts = None, {}
-    for option in OPTIONS:
-        continuation = getattr(item, option)
-        ids, positions = encode_joint(tokenizer, item.context, continuation, item.language)
-        separate_ids, separate_positions = encode_separately(tokenizer, item.context, continuation, item.language)
-        start = len(separate_ids) - len(separate_positions) - 1  # the first continuation token, which error 3 skips
-        if ids != separate_ids or positions != list(range(start, len(ids))) or (prefix not in (None, ids[:start])):
-            return None
-        prefix, firsts[option] = ids[:start], ids[start]
-    return prefix, firsts
-
-
-def _boundary_sequences(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, correct: pd.DataFrame, *,
-                        pack: bool, max_packed_length: int | None) -> tuple[list[Sequence], dict[int, dict]]:
-    """Error 3's sequences for `items`: the context alone where the correct scores (`correct`, indexed
-    by item id) can be reused (`_boundary_from_joint`), the erroneous sequences elsewhere; and, per
-    reused row, each option's correct (lp_sum, ntok)."""
-    sequences, reused, others = [], {}, []
-    for row, item in enumerate(items.itertuples(index=False)):
-        plan = _boundary_from_joint(tokenizer, item) if item.item_id in correct.index else None
-        if plan is None:
-            others.append(row)
-            continue
-        prefix, firsts = plan
-        targets = [(row, option, len(prefix) - 1, token) for option, token in firsts.items()]
-        sequences.append(Sequence(prefix, list(range(len(prefix))), [-1] * len(prefix), targets))
-        stored = correct.loc[item.item_id]
-        reused[row] = {o: (float(stored[f"lp_sum_{o}"]), int(stored[f"ntok_{o}"])) for o in OPTIONS}
-    rest = build_sequences(items.iloc[others], tokenizer, scorer_boundary=True, pack=pack,
-                           max_packed_length=max_packed_length)
-    # build_sequences numbers the rows of items.iloc[others] from 0: back to the rows of `items`
-    rest = [Sequence(s.ids, s.position_ids, s.segments, [(others[row], *target) for row, *target in s.targets])
-            for s in rest]
-    return sequences + rest, reused
 
 
 def _accepts_logits_to_keep(network: PreTrainedModel) -> bool:
@@ -454,10 +274,10 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
            dtype: torch.dtype | None, scorer_boundary: bool, store: ScoreStore | None, chunk_items: int, pack: bool,
            progress: bool) -> pd.DataFrame:
     wanted = _dtype_name(dtype) if dtype is not None and isinstance(model, str) else None
-    done = _read_done(store, model_name, scorer_boundary, items, wanted) if store is not None else pd.DataFrame()
+    done = stored_scores(store, model_name, scorer_boundary, items, wanted) if store is not None else pd.DataFrame()
     todo = items.loc[~items["item_id"].isin(done["item_id"])] if len(done) else items
-    # Error 3 reuses the correct scores already stored for the same texts (`_boundary_from_joint`).
-    correct = (_read_done(store, model_name, False, todo, wanted) if scorer_boundary and store is not None
+    # Error 3 reuses the correct scores already stored for the same texts (`boundary_from_joint`).
+    correct = (stored_scores(store, model_name, False, todo, wanted) if scorer_boundary and store is not None
                else pd.DataFrame())
     correct = correct.set_index("item_id") if len(correct) else pd.DataFrame(index=pd.Index([], name="item_id"))
     if len(todo):
@@ -473,7 +293,7 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
         for start in range(0, len(todo), chunk_items):
             chunk = todo.iloc[start : start + chunk_items].reset_index(drop=True)
             if scorer_boundary and len(correct):
-                sequences, reused = _boundary_sequences(chunk, tokenizer, correct, pack=pack, max_packed_length=window)
+                sequences, reused = boundary_sequences(chunk, tokenizer, correct, pack=pack, max_packed_length=window)
             else:
                 sequences = build_sequences(chunk, tokenizer, scorer_boundary=scorer_boundary, pack=pack,
                                             max_packed_length=window)
@@ -491,14 +311,7 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
                 store.append(scored.assign(**{DTYPE_COLUMN: _dtype_name(scored_in)}))
             done = pd.concat([done, scored], ignore_index=True) if len(done) else scored
         bar.close()
-    # Item columns come from `items` as given now: stored rows may predate an edit of metadata
-    # (dimension, via, ...) that did not change the texts, and so was not rescored.
-    scores = done[["model", "item_id", *SCORE_COLUMNS, "scorer_boundary"]]
-    table = items.merge(scores, on="item_id", how="inner", validate="one_to_one")
-    table = table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
-    table.attrs["batch_size"] = batch_size  # "auto" when nothing needed scoring
-    table.attrs["n_scored"] = len(todo)  # the rest were read back from the store
-    return table
+    return scores_for_items(items, done, n_scored=len(todo), batch_size=batch_size)
 
 
 def _longest_first(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, *, scorer_boundary: bool, pack: bool,
@@ -518,21 +331,3 @@ def _longest_first(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, *, s
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
-
-
-def _read_done(store: ScoreStore, model_name: str, scorer_boundary: bool, items: pd.DataFrame,
-               dtype_name: str | None = None) -> pd.DataFrame:
-    """Stored rows that still match the items (same id and texts) for this model and setting, and
-    were scored in `dtype_name` when one is given (rows stored before the precision was recorded
-    match only None)."""
-    mine = store.read(model=model_name, scorer_boundary=scorer_boundary)
-    if mine.empty:
-        return pd.DataFrame()
-    if dtype_name is not None:
-        stored_in = mine[DTYPE_COLUMN] if DTYPE_COLUMN in mine else pd.Series(None, index=mine.index, dtype=object)
-        mine = mine.loc[stored_in == dtype_name].reset_index(drop=True)
-        if mine.empty:
-            return pd.DataFrame()
-    merged = mine.merge(items[["item_id", *TEXT_COLUMNS, "language"]], on="item_id", suffixes=("", "_now"))
-    same = np.logical_and.reduce([merged[c] == merged[f"{c}_now"] for c in [*TEXT_COLUMNS, "language"]])
-    return merged.loc[same, list(mine.columns)].reset_index(drop=True)

@@ -24,7 +24,14 @@ from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run.options import DEFAULT_SEED
 from biasaudit.run.params import check_model_name
 from biasaudit.run.paths import project_path, run_dir
-from biasaudit.run.store import DTYPE_COLUMN, ScoreStore, run_lock, write_atomically
+from biasaudit.run.store import (
+    DTYPE_COLUMN,
+    ScoreStore,
+    run_lock,
+    scores_for_items,
+    stored_scores,
+    write_atomically,
+)
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
 
@@ -117,6 +124,21 @@ def prepare_run(params) -> None:
         bbq_roles_by_order=params.bbq_roles_by_order)
 
 
+def scores_of(items: pd.DataFrame, model: str, store: ScoreStore, *, batch_size: int | Literal["auto"] = 16,
+              device: str | None = None, scorer_boundary: bool = False, dtype: str = "auto",
+              progress: bool = True) -> pd.DataFrame:
+    """`model`'s scores of `items`: read back from `store` when every one is stored (without loading
+    torch or the model: a warm rerun), else `scoring.score`, which scores what is missing. `dtype` as
+    in `score_run`."""
+    done = stored_scores(store, model, scorer_boundary, items, None if dtype == "auto" else dtype)
+    if len(done) == len(items):
+        return scores_for_items(items, done, n_scored=0, batch_size="auto")
+    from biasaudit.lm.scoring import score  # loads torch: only when something is left to score
+
+    return score(items, model, batch_size=batch_size, device=device, dtype=scoring_dtype(dtype),
+                 scorer_boundary=scorer_boundary, store=store, progress=progress)
+
+
 def score_run(
     run_name: str,
     items: pd.DataFrame,
@@ -134,21 +156,16 @@ def score_run(
     `dtype` is the params' `scoring_dtype`: "auto" (the device's default: fp32 on a CPU, bf16 on
     CUDA; stored rows are reused whatever precision they were scored in), or "float32",
     "bfloat16", "float16" (stored rows of another precision are scored again)."""
-    from biasaudit.lm.scoring import (
-        score,  # loads torch: only the chapters that score need it
-    )
-
     store = ScoreStore(run_dir(run_name))
-    torch_dtype = scoring_dtype(dtype)
     tables, timings = [], []
     for model in models:
         started = time.perf_counter()
-        tables.append(score(items, model, batch_size=batch_size, device=device, dtype=torch_dtype,
-                            scorer_boundary=scorer_boundary, store=store))
-        n_scored = tables[-1].attrs["n_scored"]
+        table = scores_of(items, model, store, batch_size=batch_size, device=device, scorer_boundary=scorer_boundary,
+                          dtype=dtype)
+        tables.append(table)
+        n_scored = table.attrs["n_scored"]
         timings.append({"model": model, "scored_now": n_scored, "read_back": len(items) - n_scored,
-                        "seconds": time.perf_counter() - started,
-                        "batch_size": tables[-1].attrs.get("batch_size", batch_size)})
+                        "seconds": time.perf_counter() - started, "batch_size": table.attrs.get("batch_size", batch_size)})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 
 

@@ -29,10 +29,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS
+
 SCORE_KEY: list[str] = ["model", "scorer_boundary", "item_id"]
 # A column of the stored parts only, not of the scores table: the precision a row was scored in
 # ("float32", "bfloat16", ...), which decides whether a rerun that names a precision reuses it.
 DTYPE_COLUMN = "scoring_dtype"
+TEXT_COLUMNS: list[str] = ["context", *OPTIONS]  # a stored row is reused only while these are unchanged
+SCORE_COLUMNS: list[str] = [f"{kind}_{o}" for o in OPTIONS for kind in ("lp_sum", "ntok", "lp_mean")]
 # Files of the single-file layout of earlier versions, read as the oldest parts of the dataset.
 LEGACY_FILES: tuple[str, ...] = ("scores.parquet", "scores_boundary_error.parquet")
 
@@ -227,3 +231,35 @@ class ResultStore:
         table = compute()
         write_atomically(table, path)
         return table
+
+
+def stored_scores(store: ScoreStore, model_name: str, scorer_boundary: bool, items: pd.DataFrame,
+                  dtype_name: str | None = None) -> pd.DataFrame:
+    """Stored rows that still match the items (same id and texts) for this model and setting, and
+    were scored in `dtype_name` when one is given (rows stored before the precision was recorded
+    match only None). Reading them needs no model, so a run whose scores are all stored never
+    loads torch (`pipeline.score_run`)."""
+    mine = store.read(model=model_name, scorer_boundary=scorer_boundary)
+    if mine.empty:
+        return pd.DataFrame()
+    if dtype_name is not None:
+        stored_in = mine[DTYPE_COLUMN] if DTYPE_COLUMN in mine else pd.Series(None, index=mine.index, dtype=object)
+        mine = mine.loc[stored_in == dtype_name].reset_index(drop=True)
+        if mine.empty:
+            return pd.DataFrame()
+    merged = mine.merge(items[["item_id", *TEXT_COLUMNS, "language"]], on="item_id", suffixes=("", "_now"))
+    same = np.logical_and.reduce([merged[c] == merged[f"{c}_now"] for c in [*TEXT_COLUMNS, "language"]])
+    return merged.loc[same, list(mine.columns)].reset_index(drop=True)
+
+
+def scores_for_items(items: pd.DataFrame, done: pd.DataFrame, *, n_scored: int,
+                     batch_size: int | str) -> pd.DataFrame:
+    """The scores table of `items` from their scored rows `done`. Item columns come from `items` as
+    given now: stored rows may predate an edit of metadata (dimension, via, ...) that did not change
+    the texts, and so was not rescored."""
+    scores = done[["model", "item_id", *SCORE_COLUMNS, "scorer_boundary"]]
+    table = items.merge(scores, on="item_id", how="inner", validate="one_to_one")
+    table = table[["model", *ITEM_COLUMNS, *SCORE_COLUMNS, "scorer_boundary"]]
+    table.attrs["batch_size"] = batch_size  # "auto" when nothing needed scoring
+    table.attrs["n_scored"] = n_scored  # the rest were read back from the store
+    return table

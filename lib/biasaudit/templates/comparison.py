@@ -261,8 +261,6 @@ def orders(refs: References, params: RunParams, made: pd.DataFrame, english_para
 def machine_items(params: RunParams) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     """Chapter 01's machine translations of the bank, scored by the run's models and compared with
     the human translations item by item: (per item, per cell, what was done)."""
-    from biasaudit.lm.scoring import score
-
     path = run_dir(params.run_name) / "machine_translations.parquet"
     if params.released_scores:
         return pd.DataFrame(), pd.DataFrame(), ("This run imports the paper's released scores, so there is no model "
@@ -276,9 +274,9 @@ def machine_items(params: RunParams) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     if machine.empty:
         return pd.DataFrame(), pd.DataFrame(), "None of the machine-translated items is among the run's scored items."
     store = ScoreStore(run_dir(params.run_name) / "machine_items")
-    scored = pd.concat([score(machine, model, batch_size=params.batch_size, device=params.device_or_none,
-                              store=store, progress=False) for model in sorted(scores["model"].unique())],
-                       ignore_index=True)
+    scored = pd.concat([pipeline.scores_of(machine, model, store, batch_size=params.batch_size,
+                                           device=params.device_or_none, progress=False)
+                        for model in sorted(scores["model"].unique())], ignore_index=True)
     items, cells = tx.translator_drops(scores, scored, params.options)
     return items, cells, ""
 

@@ -13,6 +13,7 @@ from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data import released
 from biasaudit.lm.registry import resolve_model_path
+from biasaudit.lm.tokens import boundary_example
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 
@@ -78,8 +79,6 @@ def boundary_tokens(example: pd.DataFrame, items: pd.DataFrame) -> tuple[pd.Data
                                 "here); the paper's own ablation below compares its first scorer, which had this "
                                 "error, with the fixed one.")
     from transformers import AutoTokenizer
-
-    from biasaudit.lm.scoring import boundary_example
 
     row, wrong = example.iloc[0], example.loc[example["setting"] != "none"].iloc[0]
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(row["model"]))
