@@ -56,6 +56,9 @@ def test_a_column_with_one_value_in_every_row_is_said_once_in_the_caption():
     assert ">n_items<" in readable(table.head(1)).to_html()
     kept = readable(table, TableStyle(fold_constant=False)).to_html()
     assert ">n_items<" in kept and "<caption>" not in kept
+    # Where every number is the same in every row, nothing is folded: a table of keys alone says nothing.
+    flat = readable(table.assign(drop=0.0, q=0.5)).to_html()
+    assert "<caption>" not in flat and ">n_items<" in flat and ">drop<" in flat
 
 
 def test_a_transposed_table_has_one_column_per_row_with_each_value_written_as_its_column_shows_it():

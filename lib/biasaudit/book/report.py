@@ -111,10 +111,14 @@ def _transposed(shown: pd.DataFrame, formats: dict[str, Any]) -> pd.DataFrame:
 
 
 def _constant_columns(shown: pd.DataFrame) -> list[str]:
-    """Columns after the first holding one (non-empty) value in every row, in tables of 2 rows or more."""
+    """Columns after the first holding one (non-empty) value in every row, in tables of 2 rows or more;
+    none where no number column would be left that varies (a table of keys alone says nothing)."""
     if len(shown) < 2 or shown.shape[1] < 3:
         return []
-    return [c for c in shown.columns[1:] if shown[c].notna().all() and shown[c].nunique() == 1]
+    constant = [c for c in shown.columns[1:] if shown[c].notna().all() and shown[c].nunique() == 1]
+    numbers = [c for c in shown.columns
+               if pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])]
+    return constant if any(c not in constant for c in numbers) else []
 
 
 def _written(value: Any, fmt: Any) -> str:
