@@ -1,5 +1,5 @@
-"""LangBiTe's oracles, on the worked examples of shared/data/langbite/SEMANTICS.md (§3) and on
-cases worked out here."""
+"""LangBiTe's oracles, on worked examples of LangBiTe's own behaviour (its oracle code as the module
+docstring of biasaudit.templates.oracles describes it) and on cases worked out here."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """LangBiTe's oracles: a template's replies, judged Passed or Failed (or unprocessable).
 
-The behaviour follows LangBiTe as described in `shared/data/langbite/SEMANTICS.md` (§1.4, §2, §3):
+The behaviour follows LangBiTe's own oracle code (its normalisation, matching and operations), as
+this project reads it:
 
 - Every reply is normalised before it is judged: trimmed, newlines turned into spaces, lower-cased.
   Expected values are normalised the same way.
