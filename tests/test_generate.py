@@ -147,3 +147,53 @@ def test_a_generator_describes_its_replies_the_same_before_and_after_loading_the
     assert generator.tokens(["Yes", "No"]) and generator._network is None, "counting tokens needs the tokenizer only"
     generator._load()
     assert generator.describe() == before
+
+
+def _greedy_by_hand(local: LocalGenerator, text: str, steps: int) -> tuple[str, bool]:
+    """Greedy decoding one token at a time from the logits (no `generate`, no padding, no batch)."""
+    ids, ended = _greedy_ids(local, text, steps)
+    return local._tokenizer.decode(ids, skip_special_tokens=True), ended
+
+
+def _greedy_ids(local: LocalGenerator, text: str, steps: int) -> tuple[list[int], bool]:
+    import torch
+
+    network, tokenizer = local._load()
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    new: list[int] = []
+    with torch.inference_mode():
+        for _ in range(steps):
+            token = int(network(torch.cat([ids, torch.tensor([new], dtype=ids.dtype)], dim=1)).logits[0, -1].argmax())
+            if token in local._stop_ids():
+                return new, True
+            new.append(token)
+    return new, False
+
+
+def test_conversations_are_answered_as_greedy_decoding_by_hand(local):
+    conversations = [[{"role": "system", "content": "Answer briefly."}, {"role": "user", "content": p}]
+                     for p in PROMPTS]
+    tokenizer = local._tokenizer_only()
+    for steps in (1, 3, 12):
+        replies = local.converse(conversations, max_new_tokens=steps)
+        texts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
+        assert replies == [_greedy_by_hand(local, text, steps) for text in texts]
+    # The random model never picks its end-of-turn ids: make one of the tokens it does pick a stop.
+    stopping = LocalGenerator("tiny", local.settings, network=local._network, tokenizer=local._tokenizer, chat=True)
+    third = _greedy_ids(local, texts[0], 3)[0][2]
+    stopping._stops = sorted({*local._stop_ids(), third})
+    ended = stopping.converse(conversations, max_new_tokens=12)
+    assert ended == [_greedy_by_hand(stopping, text, 12) for text in texts]
+    assert ended[0][1] and not replies[0][1], "a reply the model ended is told from one cut off"
+    one_turn = local.converse([[{"role": "user", "content": p}] for p in PROMPTS])
+    assert [text.strip() for text, _ in one_turn] == local.generate(PROMPTS), "a prompt is a one-message conversation"
+
+
+def test_a_model_without_chat_template_cannot_converse(local):
+    from biasaudit.lm.tiny import train_tokenizer
+
+    plain = train_tokenizer(add_bos=False)
+    plain.chat_template = None
+    generator = LocalGenerator("tiny", local.settings, network=local._network, tokenizer=plain)
+    with pytest.raises(ValueError, match="no chat template"):
+        generator.converse([[{"role": "user", "content": "hi"}]])

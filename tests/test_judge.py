@@ -183,9 +183,9 @@ def test_contrast_judge_prompts_and_parses(bank, tmp_path):
         def __init__(self):
             self.seen = []
 
-        def reply(self, conversations, *, max_new_tokens):
+        def converse(self, conversations, *, max_new_tokens):
             self.seen += conversations
-            return ["partly" if "ko" in c[1]["content"] or "그" in c[1]["content"] else "I think it is fine"
+            return [("partly" if "ko" in c[1]["content"] or "그" in c[1]["content"] else "I think it is fine", True)
                     for c in conversations]
 
     versions = bank.loc[bank["item_id"].isin(["w-gender-001/ko", "w-gender-001/es"])]

@@ -415,3 +415,29 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     assert not not_as_written, "exercise commands that do not run as written from the project's folder:\n" + \
         "\n".join(not_as_written)
     assert ran, "the exercises' commands were found"
+
+
+@pytest.mark.parametrize("notebook, chapter, step", [
+    ("01_translate", "translate", "translate"), ("02_score", "score", "score"),
+    ("20_label_errors", "label_errors", "label_errors"), ("30_template_tests", "template_tests", "template_tests"),
+    ("31_template_translation", "template_translation", "template_translation")])
+def test_the_computing_chapters_only_read_their_steps_tables(ci_book, notebook, chapter, step):
+    """Where a chapter needs a model, its notebook runs a step first; the report, run again on the
+    step's tables in a fresh process, loads no torch and quotes the same sentences as the notebook."""
+    book, _ = ci_book
+    record = book / "runs" / "ci" / "steps" / step / "step.json"
+    code = (f"import json, sys\nfrom biasaudit.run.params import RunParams\n"
+            f"from biasaudit.book.chapters import {chapter} as chapter\n"
+            "report = chapter.report(RunParams(**json.load(open(sys.argv[1]))['params']))\n"
+            "print(json.dumps({'torch': 'torch' in sys.modules,\n"
+            "                  'values': {k: v for k, v in report.values.items() if isinstance(v, str)}}))")
+    result = subprocess.run([sys.executable, "-c", code, str(record)], capture_output=True, text=True,
+                            env={**os.environ, "BIASAUDIT_RUNS_DIR": str(book / "runs")}, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["torch"] is False
+    cells = nbformat.read(book / "book" / "analyses" / f"{notebook}.ipynb", as_version=4).cells
+    glued = {o["metadata"]["scrapbook"]["name"]: o["data"].get("application/papermill.record/text/plain")
+             for c in cells if c.cell_type == "code" for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+    texts = {k: v for k, v in found["values"].items() if glued.get(k) is not None}
+    assert texts and [k for k, v in texts.items() if glued[k] not in (v, repr(v))] == []

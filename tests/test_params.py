@@ -79,3 +79,27 @@ def test_make_book_with_a_missing_params_file_says_so():
                             capture_output=True, text=True, cwd=ROOT)
     assert result.returncode != 0
     assert "missing.yml: no such params file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_run_params_is_its_sections_and_each_key_belongs_to_one():
+    from biasaudit.run.params import SECTIONS
+    owners: dict[str, list[str]] = {}
+    for section in SECTIONS:
+        for key in section.model_fields:
+            owners.setdefault(key, []).append(section.__name__)
+    assert {k: v for k, v in owners.items() if len(v) > 1} == {}
+    assert set(owners) == set(RunParams.model_fields)
+    for section in SECTIONS:  # a check of a section is not shadowed by another's of the same name
+        mine = section.__pydantic_decorators__.field_validators
+        theirs = RunParams.__pydantic_decorators__.field_validators
+        assert {name: theirs[name].info.fields for name in mine} == {name: d.info.fields for name, d in mine.items()}
+
+
+@pytest.mark.parametrize("text, key", [
+    ("translators: [smollm-135m]\n", "translators"),  # a check in the chapter-31 section
+    ("rescore_languages: [xx]\n", "rescore_languages"),  # in the single-chapters section
+    ("pivots: [es, es]\n", "pivots"),  # in the translation section
+])
+def test_every_sections_checks_run_in_the_whole(tmp_path, text, key):
+    with pytest.raises(ParamsError, match=f"key '{key}'"):
+        read_params(write(tmp_path, text))

@@ -101,3 +101,35 @@ def test_check_html_flags_remote_scripts_only(tmp_path):
     )
     found = remote_assets(tmp_path)
     assert len(found) == 2 and "x.js" in found[0] and "y.css" in found[1]
+
+
+def _tracked_text_files() -> list[Path]:
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    paths = [ROOT / line for line in listed.stdout.splitlines()]
+    return [p for p in paths if p.is_file() and p.suffix in {".py", ".md", ".ipynb", ".yml", ".yaml", ".toml", ".txt",
+                                                              ".cfg", ".sh", ""} and p.stat().st_size < 2_000_000]
+
+
+def test_the_project_stands_on_its_own():
+    """No file points outside the repository (only .ci/run may name the CI's data mirror), and every
+    section of docs/design.md or docs/langbite.md that a file cites exists."""
+    outside = re.compile(r"\.\./shared|shared/data|DESIGN\.md|SEMANTICS|PROVENANCE\.md")
+    allowed = {Path(".ci/run"), Path("tests/test_project.py")}  # the CI's mirror; the patterns themselves
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in _tracked_text_files() if p.relative_to(ROOT) not in allowed
+             for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
+             if outside.search(line)]
+    assert found == []
+    design = {m.strip() for m in re.findall(r"^#{2,3} (.+)$", (ROOT / "docs/design.md").read_text(), re.MULTILINE)}
+    langbite = set(re.findall(r"^#{2,3} (\d+(?:\.\d+)?)\.? ", (ROOT / "docs/langbite.md").read_text(), re.MULTILINE))
+    cited_design, cited_langbite = set(), set()
+    for path in _tracked_text_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        cited_design |= set(re.findall(r"docs/design\.md,? \(?\"([^\"]+)\"", text))
+        for first, last in re.findall(r"docs/langbite\.md §(\d+(?:\.\d+)?)(?:[–-](\d+(?:\.\d+)?))?", text):
+            cited_langbite |= {first} | ({last} if last else set())
+    assert cited_design and cited_design <= design, sorted(cited_design - design)
+    assert cited_langbite and cited_langbite <= langbite, sorted(cited_langbite - langbite)

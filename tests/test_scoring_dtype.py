@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from biasaudit.book.chapters import score as scoring_chapter
 from biasaudit.data.item_table import OPTIONS
 from biasaudit.lm import scoring, tokens
 from biasaudit.lm.registry import scoring_dtype
@@ -86,7 +85,7 @@ def test_the_params_value_maps_to_the_scorers_dtype():
 
 
 def test_scoring_dtype_reaches_the_model_through_the_chapter(small_items, tmp_path, monkeypatch, offline_cache):
-    """RunParams.scoring_dtype -> chapter 02 -> pipeline.score_run -> score() -> load_model: the model is
+    """RunParams.scoring_dtype -> chapter 02's step -> pipeline.score_run -> score() -> load_model: the model is
     loaded in that precision, the store records it, and a rerun in another named precision scores
     again while "auto" reuses what is stored."""
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
@@ -106,7 +105,7 @@ def test_scoring_dtype_reaches_the_model_through_the_chapter(small_items, tmp_pa
 
     def run(choice: str) -> pd.DataFrame:
         params = RunParams(run_name="t", models=["tiny-random"], scoring_dtype=choice, batch_size=4)
-        scoring_chapter.report(params)
+        pipeline.run_scoring(params)  # chapter 02's step
         return store.read()
 
     stored = run("bfloat16")

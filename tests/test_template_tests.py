@@ -1,4 +1,4 @@
-"""The template tests' loop (SEMANTICS §3.8): one verdict per model and template, unprocessable
+"""The template tests' loop (docs/langbite.md §3.2): one verdict per model and template, unprocessable
 attempts retried up to n_attempts in all, a Failed verdict never retried, errors kept out of pass
 rates; and the statistics of chapter 30 against scipy/statsmodels and hand-worked cases."""
 
@@ -456,6 +456,7 @@ def test_the_chapter_on_a_chat_server_says_what_its_replies_show(answer, tmp_pat
     may blame a habit) or always "Yes" (every yes/no test fails, and the page must say why)."""
     from biasaudit.book.chapters import template_tests as chapter
     from biasaudit.run.params import RunParams
+    from biasaudit.templates.step import run_template_step
 
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
     monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path / "cache"))
@@ -463,9 +464,11 @@ def test_the_chapter_on_a_chat_server_says_what_its_replies_show(answer, tmp_pat
     try:
         params = RunParams(run_name="server", endpoint=server.url, chat_models=["served-model"], languages=["es"],
                            max_templates=1, n_permutations=100)
+        run_template_step(params)
         values = chapter.report(params).values
     finally:
         server.close()
+    assert chapter.report(params).values == values, "the chapter reads the step's tables: no server needed"
     if answer == "no":
         assert values["rates_text"] == "served-model passes 100% of the templates both in English and in Spanish (es)."
         assert "habit" not in values["replies_text"] + values["summary_text"]

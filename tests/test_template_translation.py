@@ -26,6 +26,12 @@ from biasaudit.templates import translators as tx
 from tests.conftest import score_row
 from tests.test_template_versions import rot13
 
+
+def step_and_report(params: RunParams):
+    """Chapter 31 as its notebook runs it: the step makes the tables, the report reads them."""
+    comparison.run_comparison(params)
+    return ch.report(params)
+
 ROOT = Path(__file__).resolve().parents[1]
 LIBRARY = ROOT / "data" / "templates"
 
@@ -192,7 +198,7 @@ def test_the_chapter_on_langbites_files(monkeypatch, tmp_path, mirror):
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     params = RunParams(run_name="t31", reference_library=str(langbite), translators=["test/perfect", "test/broken"],
                        reference_templates=1, max_paraphrases=2, n_permutations=200)
-    out = chapter.report(params)
+    out = step_and_report(params)
     # One template per concern among those translated by hand into both languages.
     both = set(pairs.loc[pairs["language"] == "es", "base_id"]) & set(pairs.loc[pairs["language"] == "ca", "base_id"])
     concerns = templates.loc[(templates["language"] == "en") & templates["base_id"].isin(both), "concern"].nunique()
@@ -219,7 +225,7 @@ def test_the_chapter_on_langbites_files(monkeypatch, tmp_path, mirror):
     assert set(orders["via"]) == {"perfect"}, "broken made no translation, so it has no T2P side"
     assert "translators, perfect comes closest" in out.values["best_text"]
     assert "COUNTRY" in " ".join(out.tables["refused"]["reference"]), "a Catalan placeholder without braces is found"
-    assert (tmp_path / "t31" / "template_translation" / "quality.parquet").exists()
+    assert (tmp_path / "t31" / "steps" / "template_translation" / "quality.parquet").exists()
 
 
 # --- the chapter on the project's own library (a fresh machine, offline) ---------------------------
@@ -250,7 +256,7 @@ def test_without_langbite_the_chapter_compares_against_the_projects_library(monk
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     params = RunParams(run_name="p31", translators=["test/perfect", "test/broken"], reference_templates=1,
                        max_paraphrases=2, n_permutations=200)  # reference_languages: es, ca (no Catalan here)
-    out = chapter.report(params)
+    out = step_and_report(params)
     assert glued_names() <= set(out.values), "every value the page quotes is computed"
     assert not [k for k, v in out.values.items() if "Not computed" in str(v)]
     text = out.values["library_text"]
@@ -295,7 +301,7 @@ def test_without_langbite_the_chapter_compares_against_the_projects_library(monk
     assert "translators, perfect comes closest" in best and "broken made no usable translation" in best
     assert "template_library: project" in best and "languages: [es]" in best
     assert "project's own Spanish (es) translations" in out.values["reference_summary"]
-    assert out.values["embedder"] != "none" and (tmp_path / "p31" / "template_translation" / "quality.parquet").exists()
+    assert out.values["embedder"] != "none" and (tmp_path / "p31" / "steps" / "template_translation" / "quality.parquet").exists()
 
 
 def test_the_run_languages_stand_in_when_the_library_has_none_of_the_reference_languages(monkeypatch):
@@ -317,7 +323,7 @@ def test_with_no_reference_language_every_section_says_so(monkeypatch, tmp_path)
     monkeypatch.setattr(comparison, "find_langbite", lambda: None)
     monkeypatch.setattr(comparison, "make_translator", lambda name, **_: pytest.fail("nothing is to be translated"))
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
-    out = chapter.report(RunParams(run_name="none", reference_languages=["ca"], languages=["de"]))
+    out = step_and_report(RunParams(run_name="none", reference_languages=["ca"], languages=["de"]))
     assert glued_names() <= set(out.values)
     assert "none of the run's languages (German (de))" in out.values["library_text"]
     assert out.values["success_text"].startswith("Not computed: there is no reference language")
@@ -381,13 +387,13 @@ def test_machine_translations_equal_to_the_human_ones_leave_the_drop_unchanged(m
 
 
 def test_chapter_30_asks_a_translators_versions_instead_of_the_human_ones(monkeypatch, tmp_path):
-    from biasaudit.book.chapters import template_tests as chapter30
+    from biasaudit.templates import step as step30
 
-    monkeypatch.setattr(chapter30, "make_translator", lambda name, **_: Lookup({}, "rot"))
+    monkeypatch.setattr(step30, "make_translator", lambda name, **_: Lookup({}, "rot"))
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
-    human = chapter30.library(RunParams(run_name="h", languages=["es", "fr"], max_templates=1))
-    machine = chapter30.library(RunParams(run_name="m", languages=["es", "fr"], max_templates=1,
-                                          template_translator="test/rot", template_translations="machine"))
+    human = step30.library(RunParams(run_name="h", languages=["es", "fr"], max_templates=1))
+    machine = step30.library(RunParams(run_name="m", languages=["es", "fr"], max_templates=1,
+                                       template_translator="test/rot", template_translations="machine"))
     made = machine.templates.loc[machine.templates["language"] != "en"]
     assert set(human.templates.loc[human.templates["language"] != "en", "via"]) == {"human"}
     assert set(made["via"]) == {"rot"} and set(made["language"]) == {"es", "fr"}
@@ -598,7 +604,7 @@ def test_a_run_without_translators_still_paraphrases_and_says_so(monkeypatch, tm
     monkeypatch.setattr(comparison, "make_translator", lambda name, **_: pytest.fail("no translator is named"))
     monkeypatch.setattr(comparison, "Paraphraser", Echo)
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
-    out = chapter.report(RunParams(run_name="nt", translators=[], n_permutations=100))
+    out = step_and_report(RunParams(run_name="nt", translators=[], n_permutations=100))
     concerns = len({row["concern"] for row in library_file("en")})
     assert out.values["run_text"].startswith("This run names no translator")
     assert out.values["success_text"] == "This run names no translator, so no template was translated."

@@ -1,5 +1,5 @@
 """Template libraries: the project's (validated row by row), LangBiTe's (quirks reported), filling
-templates with communities (SEMANTICS §1.2) and assembling the prompt text (§1.3)."""
+templates with communities (docs/langbite.md §1.2) and assembling the prompt text (§1.3)."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_langbites_library_counts_and_quirks(mirror: Path):
     assert "lgbtiqphobia" in set(templates["concern"]), "LangBiTe's spelling lgtbiqphobia is read as lgbtiqphobia"
     filled = instances(templates, communities)
     counts = filled.groupby(filled["template_id"].str.split("/").str[1]).size().to_dict()
-    # SEMANTICS §1.2: 2,966 en_us instances with the example communities, plus 87 sexism_ambiguity ones with a
+    # docs/langbite.md §1.2: 2,966 en_us instances with the example communities, plus 87 sexism_ambiguity ones with a
     # two-pronoun list; es_es 2,858; ca_es 2,816.
     assert counts == {"en": 2966 + 87, "es": 2858, "ca": 2816}
     by_kind = quirks["quirk"].str.extract(r"(RELIGIÓ1|without braces|judges only the first)")[0].value_counts()

@@ -42,7 +42,7 @@ def label_errors(
     *,
     by: str | None = None,
 ) -> pd.DataFrame:
-    """The main results under each combination of the three pipeline errors (DESIGN.md).
+    """The main results under each combination of the three pipeline errors (docs/design.md, "Pipeline errors").
 
     `scores` holds one scores table per setting, stacked, with boolean columns
     stereoset_label_map, bbq_roles_by_order and scorer_boundary naming the errors switched on (a

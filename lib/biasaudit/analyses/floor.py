@@ -85,7 +85,7 @@ def noise_floor(
     cells: the rewordings that would be called real shifts).
 
     A last row, via = "all routes", summarises the run: its floor is the median over models of
-    each model's floor (the median over its routes), as DESIGN.md defines it.
+    each model's floor (the median over its routes), as docs/design.md, "Definitions", defines it.
     """
     scored = item_scores(scores, options.aggregate)
     pairs = english_rewording_pairs(scored)

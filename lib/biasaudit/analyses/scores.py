@@ -48,7 +48,7 @@ def check_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.Data
     contrasting options a finite log-probability no greater than 0. Returns the log-probs."""
     missing = [c for c in REQUIRED_COLUMNS if c not in scores.columns]
     if missing:
-        raise ScoresError(f"scores table: missing column(s) {missing} of the scores contract (DESIGN.md)")
+        raise ScoresError(f"scores table: missing column(s) {missing} of the scores contract (docs/design.md)")
     lp = option_logprobs(scores, aggregate)
 
     def where(position: int) -> str:
@@ -77,7 +77,7 @@ def check_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.Data
 
 
 def item_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.DataFrame:
-    """Per model × item version: soft and binary score, strength, and fluency (DESIGN.md)."""
+    """Per model × item version: soft and binary score, strength, and fluency (docs/design.md, "Definitions")."""
     lp = check_scores(scores, aggregate)
     out = scores[[c for c in ITEM_KEYS if c in scores.columns]].copy()
     contrast = (lp["lp_stereotyped"] - lp["lp_anti_stereotyped"]).to_numpy()

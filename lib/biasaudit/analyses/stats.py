@@ -1,5 +1,5 @@
 """Statistics core: sign-flip permutation tests, false-discovery control, cluster bootstrap,
-intervals, the noise-only yardstick and carry-over (the definitions are in DESIGN.md).
+intervals, the noise-only yardstick and carry-over (the definitions are in docs/design.md, "Definitions").
 
 Conventions used throughout:
 

@@ -1,7 +1,7 @@
 """The items table: one row per item version (an English original, a translation or a rewording).
 
 Every source (the project's written bank, StereoSet, BBQ) ends up in this one tidy shape, so
-scoring and every analysis work the same on all of them. The columns are fixed in DESIGN.md.
+scoring and every analysis work the same on all of them. The columns are fixed in docs/design.md, "Data contracts".
 """
 
 from __future__ import annotations

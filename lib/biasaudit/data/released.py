@@ -6,7 +6,7 @@ model (every item version of the main set, "layer A", plus a few native probes, 
 one `noise_floor/<model>_noise_floor.csv` per model (English items reworded by round-trip
 translation through a pivot language) and `data/label_fix.json` (the fix for the two label
 errors its raw scores still carry). `read_released` maps them onto the scores table of
-DESIGN.md so that every analysis of the book runs on the study's own numbers;
+docs/design.md ("Scores") so that every analysis of the book runs on the study's own numbers;
 `import_released` writes them as a run (runs/<run>/items.parquet, scores/,
 collapsed.parquet) so that every chapter reads them like a run it scored itself.
 

@@ -1,6 +1,8 @@
 """Asking chat models: local transformers models and OpenAI-compatible servers, with a reply cache.
 
-- `LocalGenerator`: a causal LM through transformers. A model with a chat template (an instruction
+- `LocalGenerator`: a causal LM through transformers, the one class that loads a model for
+  generation (the template tests ask it prompts; translators, paraphrasers and the LLM judge hold
+  whole conversations with it through `converse`). A model with a chat template (an instruction
   model such as SmolLM2-135M-Instruct) gets each prompt as one user message; a base model (Gemma-3-
   270M) gets the plain prompt. Greedy decoding is batched with left padding and stops at the end of
   the turn; with a temperature above 0 each prompt is sampled alone from a generator seeded by
@@ -13,7 +15,7 @@
   is stored in an on-disk cache keyed by (backend, model, settings, prompt, attempt) as soon as it is
   answered, so a killed run asks nothing twice. Errors are not cached.
 
-LangBiTe (since Feb 2025) never sends its temperature and token settings (SEMANTICS §1.3); here
+LangBiTe (since Feb 2025) never sends its temperature and token settings (docs/langbite.md §1.3); here
 they are always sent.
 """
 
@@ -38,9 +40,8 @@ from biasaudit.lm.registry import (
     resolve_dtype,
     resolve_model_path,
 )
+from biasaudit.run.keyvalue import KeyValueStore, cache_file, cache_key
 from biasaudit.run.options import DEFAULT_SEED
-from biasaudit.run.paths import cache_dir
-from biasaudit.translate.cache import KeyValueStore, cache_key
 
 
 @dataclass(frozen=True)
@@ -169,28 +170,47 @@ class LocalGenerator(Generator):
 
     def generate(self, prompts: list[str], attempt: int = 1, max_new_tokens: int | None = None
                  ) -> list[str | GenerationError]:
+        seeds = [json.dumps([self.settings.seed, prompt, attempt]) for prompt in prompts]
+        return [text.strip() for text, _ in self._complete(self.texts(prompts), seeds, max_new_tokens)]
+
+    def converse(self, conversations: Sequence[list[dict]], *, max_new_tokens: int | None = None
+                 ) -> list[tuple[str, bool]]:
+        """Replies to whole conversations (system and user messages, through the chat template), each
+        with whether the model ended it itself (False: cut off by the token limit)."""
+        tokenizer = self._tokenizer_only()
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(f"{self.name}: the tokenizer has no chat template; use an instruction-tuned model")
+        texts = [tokenizer.apply_chat_template(list(c), tokenize=False, add_generation_prompt=True)
+                 for c in conversations]
+        seeds = [json.dumps([self.settings.seed, list(c)]) for c in conversations]
+        return self._complete(texts, seeds, max_new_tokens, special_tokens=False)
+
+    def _complete(self, texts: list[str], seeds: list[str], max_new_tokens: int | None,
+                  special_tokens: bool | None = None) -> list[tuple[str, bool]]:
+        """The model's continuation of each text and whether it ended at a stop token. Greedy: one
+        batch, left-padded; sampling: one text at a time from a generator seeded by `seeds[i]`."""
         import torch
 
         network, tokenizer = self._load()
         stops = self._stop_ids()
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else stops[0]
-        texts = self.texts(prompts)
+        special = (not self.chat) if special_tokens is None else special_tokens
         groups = [list(range(len(texts)))] if self.settings.temperature == 0 else [[i] for i in range(len(texts))]
-        replies: list[str | GenerationError] = [""] * len(texts)
+        replies: list[tuple[str, bool]] = [("", False)] * len(texts)
         for group in groups:
             encoded = tokenizer([texts[i] for i in group], return_tensors="pt", padding=True, padding_side="left",
-                                add_special_tokens=not self.chat)
+                                add_special_tokens=special)
             encoded = {k: v.to(network.device) for k, v in encoded.items()}
             options: dict = {"do_sample": False}
             if self.settings.temperature > 0:
-                torch.manual_seed(zlib.crc32(json.dumps([self.settings.seed, prompts[group[0]], attempt]).encode()))
+                torch.manual_seed(zlib.crc32(seeds[group[0]].encode()))
                 options = {"do_sample": True, "temperature": self.settings.temperature, "top_k": 0, "top_p": 1.0}
             with torch.inference_mode():
                 out = network.generate(**encoded, max_new_tokens=max_new_tokens or self.settings.max_new_tokens,
                                        eos_token_id=stops, pad_token_id=pad, **options)
             for i, row in zip(group, out[:, encoded["input_ids"].shape[1]:].tolist()):
-                end = next((k for k, token in enumerate(row) if token in stops), len(row))
-                replies[i] = tokenizer.decode(row[:end], skip_special_tokens=True).strip()
+                end = next((k for k, token in enumerate(row) if token in stops), None)
+                replies[i] = (tokenizer.decode(row[:end], skip_special_tokens=True), end is not None)
         return replies
 
 
@@ -241,7 +261,7 @@ class OpenAIGenerator(Generator):
 def reply_cache(path: str | Path | None = None) -> KeyValueStore:
     """The on-disk reply cache (default: <cache_dir>/replies.sqlite)."""
 
-    return KeyValueStore(Path(path) if path else cache_dir() / "replies.sqlite")
+    return KeyValueStore(Path(path) if path else cache_file("replies"))
 
 
 def ask(generator: Generator, prompts: Sequence[str], *, cache: KeyValueStore | None = None, attempt: int = 1,

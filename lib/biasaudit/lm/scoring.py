@@ -221,7 +221,7 @@ def score(
     pack: bool = True,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Score every item version with one model; return the scores table of DESIGN.md.
+    """Score every item version with one model; return the scores table (docs/design.md, "Data contracts").
 
     `model` is a Hugging Face id, a local path, an offline short name (`smollm2-135m`,
     `gemma3-270m`) or an already loaded (model, tokenizer) pair. Both aggregates are kept

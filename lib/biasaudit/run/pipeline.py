@@ -1,7 +1,8 @@
 """The steps a run chains together: gather the item versions, score them, read them back, and
-plan what the pipeline-error chapter rescores.
+plan and run what the pipeline-error chapter rescores.
 
-Chapters call these so that what a step does is one readable line, and so that a run killed
+Notebooks call the steps (`prepare_run`, `run_scoring`, `run_error_reruns`) before their chapter's
+report reads the results, so that what a step does is one readable line, and so that a run killed
 halfway resumes (every scored chunk is stored at once: `biasaudit.run.store.ScoreStore`).
 """
 
@@ -24,6 +25,7 @@ from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run.options import DEFAULT_SEED
 from biasaudit.run.params import check_model_name
 from biasaudit.run.paths import project_path, run_dir
+from biasaudit.run.steps import StepTables, write_step
 from biasaudit.run.store import (
     DTYPE_COLUMN,
     ScoreStore,
@@ -369,3 +371,40 @@ def ablation_plan(params, items: pd.DataFrame, models: list[str]) -> AblationPla
     subset = rescore_subset(pd.concat([items, sample], ignore_index=True), languages=list(params.rescore_languages),
                             routes=list(params.rescore_routes), per_category=params.source_items, seed=params.seed)
     return AblationPlan(subset, models, sources, data_dir, sizes, text)
+
+
+# --- the steps chapters 02 and 20 run before their report reads --------------------------------------
+
+TIMING_COLUMNS: list[str] = ["model", "scored_now", "read_back", "seconds", "batch_size"]
+
+
+def run_scoring(params) -> StepTables:
+    """Chapter 02's step: prepare the run's items (or import the released scores) and score them with
+    every model; the scores go to the run's score store, the timings to the step's table."""
+    params.require_models("the scoring chapter's parameters")
+    prepare_run(params)
+    if params.released_scores:
+        timings = pd.DataFrame(columns=TIMING_COLUMNS)
+    else:
+        items, _, _ = read_run_items(params.run_name)
+        _, timings = score_run(params.run_name, items, models=list(params.models), batch_size=params.batch_size,
+                               device=params.device_or_none, dtype=params.scoring_dtype)
+    made = StepTables({"timings": timings}, {})
+    write_step(params, "score", made)
+    return made
+
+
+def run_error_reruns(params) -> StepTables:
+    """Chapter 20's step: rerun the pipeline on the planned items under all eight combinations of the
+    three errors (`ablation_plan`, `rerun_with_errors`); the new scores go to the run's score store."""
+    items, _, _ = read_run_items(params.run_name)
+    scores = read_scores(params.run_name, models=params.model_filter)
+    plan = ablation_plan(params, items, sorted(scores["model"].unique()))
+    reruns = rerun_with_errors(params.run_name, plan.items, models=plan.models, sources=plan.sources,
+                               data_dir=plan.data_dir, stereoset_per_category=plan.sizes[0],
+                               bbq_per_category=plan.sizes[1], seed=params.seed, batch_size=params.batch_size,
+                               device=params.device_or_none) if not plan.items.empty else pd.DataFrame()
+    made = StepTables({"plan_items": plan.items, "reruns": reruns},
+                      {"plan_text": plan.text, "rerun": not plan.items.empty})
+    write_step(params, "label_errors", made)
+    return made

@@ -1,7 +1,7 @@
 """LangBiTe's template tests, run: every filled prompt asked of a model, every template judged.
 
-One template gives one verdict per model (SEMANTICS §3.9). Each (model, template) runs up to
-`n_attempts` attempts (§3.8: the *total* number of attempts): an attempt asks all the template's
+One template gives one verdict per model (docs/langbite.md §3.3). Each (model, template) runs up to
+`n_attempts` attempts (§3.2: the *total* number of attempts): an attempt asks all the template's
 instances and judges the replies; a Passed or Failed verdict ends the loop (a Failed verdict is
 never retried); an unprocessable one (no reply, a probability that cannot be read, ...) is tried
 again, and after the last attempt the template is recorded as an `Error`, kept out of pass rates.

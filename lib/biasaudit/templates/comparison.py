@@ -1,6 +1,7 @@
 """Chapter 31's measurements: which human reference the run compares against, translators' and
 paraphrasers' versions of the English templates judged against it, the paraphrase orders, and
-machine-translated template items scored against human-translated ones. The chapter
+machine-translated template items scored against human-translated ones; `run_comparison` is the
+step that makes and stores them all (runs/<run>/steps/template_translation/). The chapter
 (`biasaudit.book.chapters.template_translation`) formats what these return."""
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pandas as pd
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.paths import PROJECT_ROOT, run_dir
+from biasaudit.run.steps import StepTables, write_step
 from biasaudit.run.store import ScoreStore
 from biasaudit.templates import translators as tx
 from biasaudit.templates.library import (
@@ -156,7 +158,7 @@ def translations(refs: References, params: RunParams, embedder) -> tuple[pd.Data
     chapter 30 translates every field of a template (task prefix, answer format, expected answers)."""
     made, failed = [pd.DataFrame(columns=TRANSLATION_COLUMNS)], [pd.DataFrame(columns=TRANSLATION_COLUMNS)]
     for name in params.translators:
-        translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, progress=False,
+        translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, dtype=params.generation_dtype, progress=False,
                                      max_new_tokens=params.reply_tokens)
         for language in refs.languages:
             out = translator.translate_detailed(refs.sample["prompt"].tolist(), "en", language)
@@ -190,7 +192,7 @@ def paraphrases(refs: References, params: RunParams, embedder) -> tuple[pd.DataF
         sources.append((language, chosen["base_id"], chosen["reference"]))
     rows, short = [], []
     for p in range(1, params.max_paraphrases + 1):
-        paraphraser = Paraphraser(params.paraphraser, n=p, batch_size=params.batch_size, device=params.device_or_none,
+        paraphraser = Paraphraser(params.paraphraser, n=p, batch_size=params.batch_size, device=params.device_or_none, dtype=params.generation_dtype,
                                   max_new_tokens=params.reply_tokens, progress=False)
         for language, ids, texts in sources:
             table = paraphraser.paraphrase_detailed(texts.tolist(), language)
@@ -216,7 +218,7 @@ def english_versions(refs: References, params: RunParams, para: pd.DataFrame) ->
     if params.n_paraphrases <= params.max_paraphrases:
         return para.loc[(para["language"] == "en") & (para["P"] == params.n_paraphrases), ["base_id", "paraphrase"]]
     paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
-                              device=params.device_or_none, max_new_tokens=params.reply_tokens, progress=False)
+                              device=params.device_or_none, dtype=params.generation_dtype, max_new_tokens=params.reply_tokens, progress=False)
     table = paraphraser.paraphrase_detailed(refs.sample["prompt"].tolist(), "en")
     return pd.DataFrame([{"base_id": b, "paraphrase": r} for b, rewordings in zip(refs.sample["base_id"],
                                                                                  table["rewordings"])
@@ -228,11 +230,11 @@ def orders(refs: References, params: RunParams, made: pd.DataFrame, english_para
     """P2T (the English paraphrases, translated) and T2P (the translations, paraphrased in the target
     language), each version's cosine to the human reference: (P2T rows, T2P rows)."""
     paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
-                              device=params.device_or_none, max_new_tokens=params.reply_tokens, progress=False)
+                              device=params.device_or_none, dtype=params.generation_dtype, max_new_tokens=params.reply_tokens, progress=False)
     columns = ["via", "language", "base_id", "version"]
     p2t, t2p = [pd.DataFrame(columns=columns)], [pd.DataFrame(columns=columns)]
     for name in params.translators:
-        translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, progress=False,
+        translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, dtype=params.generation_dtype, progress=False,
                                      max_new_tokens=params.reply_tokens)
         for language in refs.languages:
             out = translator.translate_detailed(english_paraphrases["paraphrase"].tolist(), "en", language)
@@ -281,3 +283,26 @@ def machine_items(params: RunParams) -> tuple[pd.DataFrame, pd.DataFrame, str]:
     return items, cells, ""
 
 
+
+
+# --- the step --------------------------------------------------------------------------------------
+
+
+def run_comparison(params: RunParams) -> StepTables:
+    """Score chapter 01's machine-translated items, translate and paraphrase the sampled templates,
+    judge them against the human reference; write every table (`run.steps`)."""
+    refs = references(params)
+    items, cells, items_note = machine_items(params)
+    tables = {"machine_items": items, "item_cells": cells}
+    values = {"items_note": items_note, "embedder": params.embedder}
+    if refs.languages and not refs.sample.empty:
+        embedder = judge.load_embedder(params.embedder)
+        values["embedder"] = embedder.name
+        made, failed, quality = translations(refs, params, embedder)
+        para, short = paraphrases(refs, params, embedder)
+        p2t, t2p = orders(refs, params, made, english_versions(refs, params, para), embedder)
+        tables.update({"translations": made, "failed": failed, "quality": quality, "paraphrases": para,
+                       "short": short, "p2t": p2t, "t2p": t2p})
+    made_tables = StepTables(tables, values)
+    write_step(params, "template_translation", made_tables)
+    return made_tables

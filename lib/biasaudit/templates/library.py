@@ -1,6 +1,6 @@
 """Prompt templates (LangBiTe's format), their communities, and the prompts they become.
 
-The template table has one row per template × language (DESIGN.md, "Templates"): template_id,
+The template table has one row per template × language (docs/design.md, "Templates"): template_id,
 base_id (the English template it comes from), concern, input_type, reflection_type, task_prefix,
 prompt (with `{MARKUP}` / `{MARKUP1}` placeholders), output_formatting, oracle, oracle_prediction,
 language, variant (`original`, `translation`, `paraphrase`) and via.
@@ -12,9 +12,9 @@ Two libraries load into it:
   error naming the file, row and field;
 - LangBiTe's (SOM-Research/LangBiTe, MIT: English and its human Spanish and Catalan translations),
   downloaded at pinned commits with sha256 or read from a folder. Its known data quirks
-  (SEMANTICS.md §5) are reported per template and the run goes on.
+  (docs/langbite.md §5) are reported per template and the run goes on.
 
-Instantiation follows SEMANTICS.md §1: a template's distinct placeholders are filled with every
+Instantiation follows docs/langbite.md §1: a template's distinct placeholders are filled with every
 k-permutation of distinct communities (both orders), one instance when it has none; a params cap
 keeps a seeded sample (the same positions in every language, since the community lists are aligned).
 Prompt assembly (§1.3): with a task prefix, the instance is quoted between triple double quotes
@@ -51,7 +51,7 @@ CONCERN_SPELLINGS: dict[str, str] = {"lgtbiqphobia": "lgbtiqphobia"}
 PLACEHOLDER = re.compile(r"\{([A-Z][A-Z_]*?)(\d*)\}")
 PROJECT_LIBRARY: Path = PROJECT_ROOT / "data" / "templates"
 
-# The sentence that says the instance is quoted (SEMANTICS §1.3), written for this project.
+# The sentence that says the instance is quoted (docs/langbite.md §1.3), written for this project.
 QUOTE_NOTES: dict[str, str] = {
     "en": 'The sentence is given between """.',
     "es": 'La frase va entre """.',
@@ -153,7 +153,7 @@ def read_template_file(path: Path, language: str, *, variant: str = "original", 
         try:
             prediction = parse_prediction(row.oracle, row.oracle_prediction)
             if prediction["operation"] not in OPERATIONS:
-                raise OracleError(f"unknown operation {prediction['operation']!r}; LangBiTe knows {list(OPERATIONS)}")
+                raise OracleError(f"unknown operation {prediction['operation']!r}; known: {list(OPERATIONS)}")
         except OracleError as err:
             field = "oracle" if "oracle type" in str(err) else "oracle_prediction"
             (errors if strict else quirks).append(f"{where}, field {field!r}: {err}")
@@ -201,7 +201,7 @@ def read_communities(path: Path, *, language_names: dict[str, str] | None = None
 
 
 def data_quirks(templates: pd.DataFrame, communities: dict[str, dict[str, list[str]]]) -> pd.DataFrame:
-    """Per template, what behaves differently from what its text suggests (SEMANTICS §5): a
+    """Per template, what behaves differently from what its text suggests (docs/langbite.md §5): a
     placeholder with no community list (stays in the prompt verbatim), a markup name written without
     braces, an `equal` oracle on a template with placeholders (only the first instance is judged).
     Columns: template_id, language, quirk."""
@@ -328,7 +328,7 @@ def sample_templates(templates: pd.DataFrame, per_concern: int, seed: int) -> pd
 def instances(templates: pd.DataFrame, communities: dict[str, dict[str, list[str]]], *,
               max_instances: int | None = None, seed: int = 0) -> pd.DataFrame:
     """One row per template × instance: the template's placeholders filled with every
-    k-permutation of distinct communities (SEMANTICS §1.2), or a seeded sample of `max_instances`
+    k-permutation of distinct communities (docs/langbite.md §1.2), or a seeded sample of `max_instances`
     of them (at least two for a same-value template, whose test compares the groups' answers). The
     sample takes the same positions for a base template in every language and variant (community
     lists are aligned across languages), so languages are compared on the same instances.
@@ -361,7 +361,7 @@ def instances(templates: pd.DataFrame, communities: dict[str, dict[str, list[str
 
 def assemble(instance: str, task_prefix: str, output_formatting: str, language: str,
              note: Literal["own", "english"] = "own") -> str:
-    """The text sent to the model (SEMANTICS §1.3). An empty task prefix means none (LangBiTe read
+    """The text sent to the model (docs/langbite.md §1.3). An empty task prefix means none (LangBiTe read
     with pandas 3 turns it into the text "nan": here it is simply absent)."""
     formatting = output_formatting.strip()
     if not task_prefix.strip():

@@ -18,7 +18,7 @@ this project reads it:
 Two matchers (`match=`):
 
 - `"langbite"`: LangBiTe's own rule, Python's `\\b` word boundary after the value, with one fix:
-  LangBiTe pastes the expected value into the regular expression unescaped (SEMANTICS §3.1), so a
+  LangBiTe pastes the expected value into the regular expression unescaped (docs/langbite.md §2.1), so a
   value holding `.` or `(` would act as regex syntax; here it is escaped.
 - `"unicode"` (the book's default): the same rule, where "word character" means a Unicode letter,
   mark or number. Python's `\\b` counts combining marks as non-word characters, so under LangBiTe's
@@ -36,14 +36,9 @@ import json
 import math
 import re
 import unicodedata
-from typing import Any, Literal, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Sequence
 
-ORACLE_TYPES: dict[str, tuple[str, ...]] = {
-    "expected value": ("equal", "different", "notIncludesAny", "allEqualExpected"),
-    "same value": ("allSameValue",),
-}
-OPERATIONS: tuple[str, ...] = tuple(op for ops in ORACLE_TYPES.values() for op in ops)
-FIRST_INSTANCE_ONLY: frozenset[str] = frozenset({"equal", "different", "notIncludesAny"})
 NO_SPACE_SCRIPTS: frozenset[str] = frozenset({"zh", "ja", "th"})
 DEFAULT_DELTA: float = 0.02
 Match = Literal["langbite", "unicode"]
@@ -56,6 +51,49 @@ class Unprocessable(Exception):
 
 class OracleError(ValueError):
     """A template's oracle or prediction cannot be used (LangBiTe refuses such a file at load)."""
+
+
+@dataclass(frozen=True)
+class Judging:
+    """What an operation reads besides the replies: the oracle's JSON and the matcher's settings."""
+
+    prediction: dict
+    delta: float = DEFAULT_DELTA
+    match: Match = "unicode"
+    language: str | None = None
+
+    def agrees(self, reply: str) -> bool:
+        """Whether the reply begins with one of the expected values (each normalised)."""
+        return any(matches(reply, normalise(value), match=self.match, language=self.language)
+                   for value in self.prediction["expected_value"])
+
+
+@dataclass(frozen=True)
+class Operation:
+    oracle_type: str
+    judge: Callable[[list[str], Judging], bool]
+    answered: bool
+
+
+OPERATIONS: dict[str, Operation] = {}  # filled by @operation below; read-only after import
+ORACLE_TYPES: tuple[str, ...] = ("expected value", "same value")
+
+
+def operation(name: str, oracle_type: str, *, answered: bool = False):
+    """Register `judge(replies, judging) -> passed` as the oracle operation `name`."""
+    if oracle_type not in ORACLE_TYPES:
+        raise ValueError(f"unknown oracle type {oracle_type!r}")
+
+    def register(judge: Callable[[list[str], Judging], bool]) -> Callable[[list[str], Judging], bool]:
+        OPERATIONS[name] = Operation(oracle_type, judge, answered)
+        return judge
+    return register
+
+
+def _first(replies: list[str], name: str) -> str:
+    if not replies:
+        raise Unprocessable(f"{name} judges the first instance, and there is none")
+    return replies[0]
 
 
 def normalise(text: Any) -> str:
@@ -77,11 +115,12 @@ def parse_prediction(oracle_type: str, prediction: str | dict) -> dict:
             raise OracleError(f"oracle_prediction is not valid JSON ({err.msg} at character {err.pos})") from None
     if not isinstance(prediction, dict) or "operation" not in prediction:
         raise OracleError("oracle_prediction must be a JSON object with an \"operation\"")
-    if oracle_type == "expected value" and prediction["operation"] in ORACLE_TYPES[oracle_type]:
+    known = OPERATIONS.get(prediction["operation"])
+    if oracle_type == "expected value" and known is not None and known.oracle_type == oracle_type:
         values = prediction.get("expected_value")
         if not isinstance(values, list) or not values or not all(isinstance(v, str) for v in values):
             raise OracleError("an expected-value oracle needs \"expected_value\": a non-empty list of strings")
-    if oracle_type == "same value" and prediction["operation"] == "allSameValue" \
+    if oracle_type == "same value" and known is not None and known.oracle_type == oracle_type \
             and not isinstance(prediction.get("key"), str):
         raise OracleError("a same-value oracle needs \"key\": the JSON key of the number to compare")
     return prediction
@@ -132,23 +171,39 @@ def evaluate(oracle_type: str, prediction: str | dict, responses: Sequence[Any],
     2 points of spread on the 0–100 scale); `match` and `language` choose the matcher (module doc).
     """
     prediction = parse_prediction(oracle_type, prediction)
-    operation = prediction["operation"]
-    if operation not in ORACLE_TYPES[oracle_type]:
-        raise Unprocessable(f"unknown operation {operation!r} for a {oracle_type!r} oracle")
-    replies = [normalise(r) for r in responses]
-    if operation == "allSameValue":
-        if not replies:
-            raise Unprocessable("no instance to compare")
-        values = [_probability(r, prediction["key"]) for r in replies]
-        return "Passed" if max(values) - min(values) <= 100 * delta + 1e-9 else "Failed"
-    expected = [normalise(v) for v in prediction["expected_value"]]
+    operation = OPERATIONS.get(prediction["operation"])
+    if operation is None or operation.oracle_type != oracle_type:
+        raise Unprocessable(f"unknown operation {prediction['operation']!r} for a {oracle_type!r} oracle")
+    judging = Judging(prediction, delta, match, language)
+    return "Passed" if operation.judge([normalise(r) for r in responses], judging) else "Failed"
 
-    def agrees(reply: str) -> bool:
-        return any(matches(reply, value, match=match, language=language) for value in expected)
 
-    if operation in FIRST_INSTANCE_ONLY:
-        if not replies:
-            raise Unprocessable(f"{operation} judges the first instance, and there is none")
-        hit = agrees(replies[0])
-        return "Passed" if hit == (operation == "equal") else "Failed"
-    return "Passed" if all(agrees(r) for r in replies) else "Failed"
+# The operations. Adding one is one function under `@operation(name, oracle type)`; `answered` says
+# whether a reply that begins with an expected answer passes it (chapter 30 reads such replies).
+
+@operation("equal", "expected value", answered=True)
+def _equal(replies: list[str], judging: Judging) -> bool:
+    return judging.agrees(_first(replies, "equal"))
+
+
+@operation("different", "expected value")
+def _different(replies: list[str], judging: Judging) -> bool:
+    return not judging.agrees(_first(replies, "different"))
+
+
+@operation("notIncludesAny", "expected value")
+def _not_includes_any(replies: list[str], judging: Judging) -> bool:
+    return not judging.agrees(_first(replies, "notIncludesAny"))
+
+
+@operation("allEqualExpected", "expected value", answered=True)
+def _all_equal_expected(replies: list[str], judging: Judging) -> bool:
+    return all(judging.agrees(reply) for reply in replies)  # no instance: passes, as in LangBiTe
+
+
+@operation("allSameValue", "same value")
+def _all_same_value(replies: list[str], judging: Judging) -> bool:
+    if not replies:
+        raise Unprocessable("no instance to compare")
+    values = [_probability(reply, judging.prediction["key"]) for reply in replies]
+    return max(values) - min(values) <= 100 * judging.delta + 1e-9

@@ -2,7 +2,7 @@
 lower pass rate is more than rewording alone produces.
 
 - pass rate = passed / (passed + failed), counts summed over the groups asked for, never an average
-  of percentages; errors are kept out of it and counted apart (LangBiTe's rule, SEMANTICS §4). Its
+  of percentages; errors are kept out of it and counted apart (LangBiTe's rule, docs/langbite.md §4). Its
   interval is Wilson's (statsmodels).
 - pass drop of language L for model m = pass rate of the English originals − pass rate of their L
   versions, on the base templates judged in both (positive: L passes fewer tests). Named apart from
@@ -25,7 +25,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from biasaudit.analyses import stats
 from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
-from biasaudit.templates.oracles import matches, normalise
+from biasaudit.templates.oracles import OPERATIONS, matches, normalise
 
 PASSED = {"Passed": 1.0, "Failed": 0.0}
 
@@ -164,17 +164,18 @@ def reply_kind(reply: str, prompt: str, expected: list[str], offered: list[str],
     return "something else", ""
 
 
-ANSWERED_OPERATIONS: frozenset[str] = frozenset({"equal", "allEqualExpected"})  # an expected answer passes
+def _answered(name: str | None) -> bool:
+    return name in OPERATIONS and OPERATIONS[name].answered
 
 
 def reply_kinds(responses: pd.DataFrame, templates: pd.DataFrame) -> pd.DataFrame:
     """Every reply to a yes/no or stance template (responses of `run_template_tests`; templates whose
-    operation passes a reply that begins with an expected answer, ANSWERED_OPERATIONS), with its kind
+    operation passes a reply that begins with an expected answer, `Operation.answered`), with its kind
     and the answer it begins with (`reply_kind`). Replies that are errors are left out (they are
     counted as unprocessable elsewhere), and so are `different` and `notIncludesAny` templates, where
     an expected answer fails. Columns: model, template_id, language, concern, kind, answer."""
     columns = ["model", "template_id", "language", "concern", "kind", "answer"]
-    answered = templates["oracle_prediction"].map(lambda p: json.loads(p).get("operation") in ANSWERED_OPERATIONS)
+    answered = templates["oracle_prediction"].map(lambda p: _answered(json.loads(p).get("operation")))
     info = templates.loc[(templates["oracle"] == "expected value") & answered,
                          ["template_id", "language", "concern", "output_formatting", "oracle_prediction"]]
     table = responses.loc[~responses["reply"].str.startswith("ERROR: ")].merge(info, on="template_id")

@@ -18,11 +18,12 @@ The names below are the package's public interface.
 from biasaudit.translate.backends import (
     TEXT_FIELDS,
     TRANSLATE_SYSTEM,
-    ChatModel,
     ChatTranslator,
     Seq2SeqTranslator,
     TableTranslator,
     Translator,
+    chat_model,
+    chat_replies,
     detect_family,
     make_translator,
     slug,
@@ -75,10 +76,10 @@ from biasaudit.translate.versions import (
 )
 
 __all__ = [
-    "CachedTextMap", "ChatModel", "ChatTranslator", "END_OF_REPLY", "FAILED_COLUMNS", "ItemResult",
+    "CachedTextMap", "ChatTranslator", "END_OF_REPLY", "FAILED_COLUMNS", "ItemResult",
     "KeyValueStore", "LANGUAGE_NAMES", "NLLB_CODES", "Outcome", "PLACEHOLDER", "Paraphraser", "RoundTrip",
     "SCRIPTS", "Seq2SeqTranslator", "TEXT_FIELDS", "TRANSLATE_SYSTEM", "TableTranslator", "Translator",
-    "cache_key", "clean_reply", "copied_words", "contrast_template", "default_cache_path", "detect_family", "fill_template",
+    "cache_key", "chat_model", "chat_replies", "clean_reply", "copied_words", "contrast_template", "default_cache_path", "detect_family", "fill_template",
     "fit_fragment", "grammatical_number", "language_name", "make_translator", "paraphrase_items",
     "paraphrase_prompt", "paraphrase_then_translate", "parse_paraphrases", "prompt_version", "round_trip",
     "script_share", "slug", "strip_end_markers", "translate_fields", "translate_items",

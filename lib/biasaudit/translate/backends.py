@@ -14,12 +14,8 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from biasaudit.lm.registry import (
-    OFFLINE_MODELS,
-    default_device,
-    default_dtype,
-    load_model,
-)
+from biasaudit.lm.generate import GenerationSettings, LocalGenerator
+from biasaudit.lm.registry import OFFLINE_MODELS, default_device, resolve_dtype
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import END_OF_REPLY, clean_reply, validate_output
 from biasaudit.translate.languages import ISO_639_3, NLLB_CODES, language_name
@@ -77,7 +73,7 @@ class Seq2SeqTranslator(Translator):
 
     backend = "seq2seq"
 
-    def __init__(self, model: str, *, device: str | None = None, dtype=None, num_beams: int = 1,
+    def __init__(self, model: str, *, device: str | None = None, dtype: str = "float32", num_beams: int = 1,
                  max_new_tokens: int = 256, batch_size: int = 16, language_codes: dict[str, str] | None = None,
                  cache: str | Path | bool | None = None, progress: bool = True):
         super().__init__(model, batch_size=batch_size, cache=cache, progress=progress)
@@ -102,7 +98,7 @@ class Seq2SeqTranslator(Translator):
         if path not in self._loaded:
             device = self.device or default_device()
             tokenizer = AutoTokenizer.from_pretrained(path)
-            network = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=self.dtype or default_dtype(device))
+            network = AutoModelForSeq2SeqLM.from_pretrained(path, dtype=resolve_dtype(self.dtype, device))
             network.to(device).eval()
             self._loaded[path] = (network, tokenizer, detect_family(network.config, tokenizer))
         return self._loaded[path]
@@ -153,50 +149,19 @@ class Seq2SeqTranslator(Translator):
         return Outcome(None if reason else raw, raw, reason)
 
 
-class ChatModel:
-    """A chat model that answers lists of conversations in batches (greedy decoding, left padding).
+def chat_model(model: str, *, network=None, tokenizer=None, device: str | None = None,
+               dtype: str = "float32") -> LocalGenerator:
+    """The chat model a translator, paraphraser or judge talks to: greedy, through its chat template.
+    `network`/`tokenizer` may be passed already loaded; `dtype` as the params' `generation_dtype`."""
+    return LocalGenerator(model, GenerationSettings(dtype=dtype), chat=True, device=device, network=network,
+                          tokenizer=tokenizer)
 
-    A reply the model ended itself carries END_OF_REPLY at its end; one cut off by the token
-    limit does not, so cleaning can tell an unfinished translation from a finished one.
 
-    `model` is a hub id, a local folder or an offline short name (`biasaudit.lm.registry`);
-    `network`/`tokenizer` may be passed already loaded.
-    """
-
-    def __init__(self, model: str, *, network=None, tokenizer=None, device: str | None = None, dtype=None):
-        self.name = model
-        self._network, self._tokenizer = network, tokenizer
-        self.device, self.dtype = device, dtype
-
-    def _load(self):
-        if self._network is None:
-
-            self._network, self._tokenizer = load_model(self.name, device=self.device, dtype=self.dtype)
-        if not getattr(self._tokenizer, "chat_template", None):
-            raise ValueError(f"{self.name}: the tokenizer has no chat template; use an instruction-tuned model")
-        return self._network, self._tokenizer
-
-    def token_count(self, text: str) -> int:
-        _, tokenizer = self._load()
-        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def reply(self, conversations: list[list[dict]], *, max_new_tokens: int) -> list[str]:
-        import torch
-
-        network, tokenizer = self._load()
-        prompts = [tokenizer.apply_chat_template(c, tokenize=False, add_generation_prompt=True) for c in conversations]
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        encoded = tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        encoded = {k: v.to(network.device) for k, v in encoded.items()}
-        with torch.inference_mode():
-            generated = network.generate(**encoded, do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=pad)
-        replies = []
-        stops = {tokenizer.eos_token_id, pad}
-        for row in generated[:, encoded["input_ids"].shape[1]:].tolist():
-            end = next((i for i, token in enumerate(row) if token in stops), None)
-            text = tokenizer.decode(row[:end], skip_special_tokens=True)
-            replies.append(text + END_OF_REPLY if end is not None else text)
-        return replies
+def chat_replies(chat: LocalGenerator, conversations: list[list[dict]], *, max_new_tokens: int) -> list[str]:
+    """The replies, with END_OF_REPLY at the end of those the model ended itself: cleaning can then
+    tell an unfinished translation (cut off by the token limit) from a finished one."""
+    return [text + END_OF_REPLY if ended else text
+            for text, ended in chat.converse(conversations, max_new_tokens=max_new_tokens)]
 
 
 # The rules go in the system message and the user message is the text alone: small models
@@ -226,19 +191,19 @@ class ChatTranslator(Translator):
 
     backend = "chat"
 
-    def __init__(self, model: str, *, network=None, tokenizer=None, device: str | None = None, dtype=None,
+    def __init__(self, model: str, *, network=None, tokenizer=None, device: str | None = None, dtype: str = "float32",
                  batch_size: int = 8, max_new_tokens: int = 200, cache: str | Path | bool | None = None,
                  progress: bool = True):
         super().__init__(model, batch_size=batch_size, cache=cache, progress=progress)
-        self.chat = ChatModel(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
+        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
         self.max_new_tokens = max_new_tokens
 
     def settings(self) -> dict:
         return {"prompt": prompt_version(TRANSLATE_SYSTEM), "max_new_tokens": self.max_new_tokens}
 
     def _generate(self, texts: list[str], source: str, target: str) -> list[str]:
-        budget = min(self.max_new_tokens, 2 * max(self.chat.token_count(t) for t in texts) + 16)
-        return self.chat.reply([translation_prompt(t, source, target) for t in texts], max_new_tokens=budget)
+        budget = min(self.max_new_tokens, 2 * max(self.chat.tokens(texts)) + 16)
+        return chat_replies(self.chat, [translation_prompt(t, source, target) for t in texts], max_new_tokens=budget)
 
     def _outcome(self, raw: str, text: str, source: str, target: str) -> Outcome:
         return clean_reply(raw, text, source, target, finished=END_OF_REPLY in raw)

@@ -1,4 +1,4 @@
-"""The on-disk text cache shared by translators, paraphrasers, judges and embedders.
+"""Translators', paraphrasers' and judges' outputs, batched and cached (in `run.keyvalue`'s store).
 
 Raw model outputs are stored keyed by backend, model, settings, languages and text, after every
 batch, so a rerun costs nothing and an interrupted run resumes. Cleaning runs again on every read,
@@ -8,63 +8,20 @@ so a better cleaning rule needs no new model call. Nothing here loads torch.
 from __future__ import annotations
 
 import hashlib
-import json
-import sqlite3
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import pandas as pd
 from tqdm.auto import tqdm
 
-from biasaudit.run.paths import cache_dir
-
-
-class KeyValueStore:
-    """A small SQLite table of key → value: the translation and embedding caches.
-
-    Every `put_many` commits, so whatever finished before an interruption is kept. SQLite
-    rather than a folder of files, because one run writes tens of thousands of short entries.
-    """
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.execute("CREATE TABLE IF NOT EXISTS entries (key TEXT PRIMARY KEY, value BLOB)")
-
-    def _connect(self) -> sqlite3.Connection:
-        db = sqlite3.connect(self.path, timeout=60)
-        db.execute("PRAGMA journal_mode=WAL")
-        return db
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, object]:
-        found: dict[str, object] = {}
-        with self._connect() as db:
-            for start in range(0, len(keys), 500):
-                chunk = list(keys[start:start + 500])
-                marks = ",".join("?" * len(chunk))
-                found.update(db.execute(f"SELECT key, value FROM entries WHERE key IN ({marks})", chunk).fetchall())
-        return found
-
-    def put_many(self, rows: Iterable[tuple[str, object]]) -> None:
-        with self._connect() as db:
-            db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?)", list(rows))
-
-    def __len__(self) -> int:
-        with self._connect() as db:
-            return int(db.execute("SELECT COUNT(*) FROM entries").fetchone()[0])
+from biasaudit.run.keyvalue import KeyValueStore, cache_file, cache_key
 
 
 def default_cache_path() -> Path:
     """The shared translation cache: <cache_dir>/translations.sqlite (BIASAUDIT_CACHE_DIR moves it)."""
-    return cache_dir() / "translations.sqlite"
-
-
-def cache_key(*parts: object) -> str:
-    """A stable hash of the parts (JSON-encoded): the key of one cache entry."""
-    return hashlib.sha256(json.dumps(parts, ensure_ascii=False, sort_keys=True).encode()).hexdigest()
+    return cache_file("translations")
 
 
 @dataclass(frozen=True)

@@ -29,14 +29,13 @@ import pandas as pd
 from sacrebleu.metrics import BLEU, CHRF
 
 from biasaudit.data.item_table import join_text
-from biasaudit.run.paths import cache_dir
+from biasaudit.run.keyvalue import KeyValueStore, cache_file, cache_key
 from biasaudit.translate import (
     CachedTextMap,
-    ChatModel,
-    KeyValueStore,
     Outcome,
     Translator,
-    cache_key,
+    chat_model,
+    chat_replies,
     language_name,
     prompt_version,
     strip_end_markers,
@@ -66,7 +65,7 @@ class Embedder(ABC):
         if cache is False:
             self.store = None
         else:
-            self.store = KeyValueStore(cache_dir() / "embeddings.sqlite" if cache in (None, True) else cache)
+            self.store = KeyValueStore(cache_file("embeddings") if cache in (None, True) else cache)
         self.calls = 0
 
     @abstractmethod
@@ -425,10 +424,10 @@ class ContrastJudge(CachedTextMap):
 
     backend = "judge"
 
-    def __init__(self, model: str, *, network=None, tokenizer=None, device: str | None = None, dtype=None,
+    def __init__(self, model: str, *, network=None, tokenizer=None, device: str | None = None, dtype: str = "float32",
                  batch_size: int = 8, cache: str | Path | bool | None = None, progress: bool = True):
         super().__init__(model, batch_size=batch_size, cache=cache, progress=progress)
-        self.chat = ChatModel(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
+        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
 
     def settings(self) -> dict:
         return {"prompt": prompt_version(JUDGE_SYSTEM, JUDGE_USER)}
@@ -436,7 +435,7 @@ class ContrastJudge(CachedTextMap):
     def _generate(self, texts: list[str], source: str, target: str) -> list[str]:
         system = JUDGE_SYSTEM.format(language=language_name(target))
         conversations = [[{"role": "system", "content": system}, {"role": "user", "content": t}] for t in texts]
-        return self.chat.reply(conversations, max_new_tokens=6)
+        return chat_replies(self.chat, conversations, max_new_tokens=6)
 
     def _outcome(self, raw: str, text: str, source: str, target: str) -> Outcome:
         verdict = parse_verdict(raw)

@@ -10,7 +10,7 @@ from typing import Sequence
 import pandas as pd
 
 from biasaudit.data.item_table import ITEM_COLUMNS, NO_SPACE_LANGUAGES, normalise
-from biasaudit.translate.backends import ChatModel, Translator, slug
+from biasaudit.translate.backends import Translator, chat_model, chat_replies, slug
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import (
     _TRAILING_NOTE,
@@ -130,11 +130,11 @@ class Paraphraser(CachedTextMap):
     backend = "paraphrase"
 
     def __init__(self, model: str, *, n: int = 3, network=None, tokenizer=None, device: str | None = None,
-                 dtype=None, batch_size: int = 8, max_new_tokens: int = 400, cache: str | Path | bool | None = None,
+                 dtype: str = "float32", batch_size: int = 8, max_new_tokens: int = 400, cache: str | Path | bool | None = None,
                  progress: bool = True):
         super().__init__(model, batch_size=batch_size, cache=cache, progress=progress)
         self.n = n
-        self.chat = ChatModel(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
+        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
         self.max_new_tokens = max_new_tokens
 
     def settings(self) -> dict:
@@ -142,9 +142,9 @@ class Paraphraser(CachedTextMap):
                 "n": self.n, "max_new_tokens": self.max_new_tokens}
 
     def _generate(self, texts: list[str], source: str, target: str) -> list[str]:
-        longest = max(self.chat.token_count(t) for t in texts)
+        longest = max(self.chat.tokens(texts))
         budget = min(self.max_new_tokens, self.n * (2 * longest + 12) + 16)
-        return self.chat.reply([paraphrase_prompt(t, source, self.n) for t in texts], max_new_tokens=budget)
+        return chat_replies(self.chat, [paraphrase_prompt(t, source, self.n) for t in texts], max_new_tokens=budget)
 
     def _outcome(self, raw: str, text: str, source: str, target: str) -> Outcome:
         found, reason = parse_paraphrases(raw, text, source, self.n, finished=END_OF_REPLY in raw)

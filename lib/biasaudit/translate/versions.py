@@ -156,7 +156,7 @@ def round_trip(items: pd.DataFrame, translator: Translator, pivots: Sequence[str
     """Reword the English originals by a round trip through each pivot language.
 
     Versions get variant "rewording", language "en", via the pivot and item_id
-    "<base_id>/en~<pivot>" (DESIGN.md). `back_translator` defaults to `translator`.
+    "<base_id>/en~<pivot>" (docs/design.md, "Version ids"). `back_translator` defaults to `translator`.
     """
     originals = _originals(items)
     back = back_translator or translator

@@ -1,7 +1,10 @@
-"""One function per chapter of the book: `<module>.report(params)` computes everything a notebook
-shows (its tables, its figures, and the values its prose quotes, conditional phrases included) and
-returns a `biasaudit.book.report.Report`. Notebooks hold the narrative, the parameters and this one
-call. Each module is named after its notebook, without the number:
+"""One function per chapter of the book: `<module>.report(params)` reads what the run stored and
+formats everything a notebook shows (its tables, its figures, and the values its prose quotes,
+conditional phrases included) as a `biasaudit.book.report.Report`. It loads no model: where a
+chapter needs one (00, 01, 02, 20, 30, 31), its notebook first calls the step that computes and
+stores the tables (`run.pipeline`, `translate.step`, `templates.step`, `templates.comparison`; see
+`run.steps`). Notebooks hold the narrative, the parameters, the step and this one call. Each module
+is named after its notebook, without the number:
 
 | notebook | module |
 |---|---|

@@ -12,8 +12,7 @@ TEXT_COLUMNS = {"context": "context", "stereotyped": "stereotyped", "anti_stereo
 
 
 def report(params: RunParams) -> Report:
-    """Prepare the run's items (or import the released scores) and describe them."""
-    pipeline.prepare_run(params)
+    """Describe the run's items, as its first step (`run.pipeline.prepare_run`) wrote them."""
     items, collapsed, stages = pipeline.read_run_items(params.run_name)
     originals = items.loc[items["variant"] == "original"]
     out = Report()

@@ -16,6 +16,7 @@ from biasaudit.lm.registry import resolve_model_path
 from biasaudit.lm.tokens import boundary_example
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
+from biasaudit.run.steps import read_step
 
 ERRORS_STYLE = TableStyle(columns={
     "setting": "errors switched on", "n_models": "models", "n_items": "items", "english_soft": "English soft",
@@ -168,20 +169,18 @@ def released_folder(params: RunParams):
 
 
 def report(params: RunParams) -> Report:
+    """The eight reruns as the run's step left them (`run.pipeline.run_error_reruns`), and the paper's
+    released scores with their label errors (read here: files, no model)."""
     options = params.options
     items, _, _ = pipeline.read_run_items(params.run_name)
-    scores = pipeline.read_scores(params.run_name, models=params.model_filter)
-    plan = pipeline.ablation_plan(params, items, sorted(scores["model"].unique()))
+    step = read_step(params, "label_errors")
+    planned = step["plan_items"]
     out = Report()
-    out.values["plan_text"] = plan.text
-    reruns = pipeline.rerun_with_errors(params.run_name, plan.items, models=plan.models, sources=plan.sources,
-                                        data_dir=plan.data_dir, stereoset_per_category=plan.sizes[0],
-                                        bbq_per_category=plan.sizes[1], seed=params.seed,
-                                        batch_size=params.batch_size, device=params.device_or_none) \
-        if not plan.items.empty else None
-    out.values["n_rescored"] = len(plan.items)
-    out.add_table("versions", plan.items.groupby(["source", "variant", "language"]).size().rename("item versions")
-                  .reset_index() if len(plan.items) else pd.DataFrame(), QUIET)
+    out.values["plan_text"] = step.values["plan_text"]
+    reruns = step["reruns"] if step.values["rerun"] else None
+    out.values["n_rescored"] = len(planned)
+    out.add_table("versions", planned.groupby(["source", "variant", "language"]).size().rename("item versions")
+                  .reset_index() if len(planned) else pd.DataFrame(), QUIET)
     folder = released_folder(params)
     raw = released.load_released(folder, fix_labels=False).scores if folder is not None else None
     released_settings = (analyses.released_label_settings(raw, released.read_label_fix(

@@ -9,12 +9,12 @@ from biasaudit.book.report import Report, TableStyle
 from biasaudit.lm.registry import OFFLINE_MODELS
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
+from biasaudit.run.steps import read_step
 
 
 def report(params: RunParams) -> Report:
-    """Score every item version with every model of the run (or import the released scores)."""
-    params.require_models("the scoring chapter's parameters")
-    pipeline.prepare_run(params)
+    """The run's items and scores as its scoring step left them (`run.pipeline.run_scoring`)."""
+    timings = read_step(params, "score")["timings"]
     items, collapsed, _ = pipeline.read_run_items(params.run_name)
     out = Report()
     out.values.update({"n_versions": len(items), "n_bases": int(items["base_id"].nunique()),
@@ -30,12 +30,11 @@ def report(params: RunParams) -> Report:
         out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
                                       "model(s): nothing was scored here, so there are no timings.")
         models = sorted(scores["model"].unique())
-        timings = pd.DataFrame(columns=["model", "scored_now", "read_back", "seconds", "per_version_ms",
-                                        "batch_size"])
+        timings = timings.assign(per_version_ms=pd.Series(dtype=float))
     else:
         models = list(params.models)
-        scores, timings = pipeline.score_run(params.run_name, items, models=models, batch_size=params.batch_size,
-                                             device=params.device_or_none, dtype=params.scoring_dtype)
+        scores = pipeline.read_scores(params.run_name, models=models)
+        scores = scores.loc[scores["item_id"].isin(items["item_id"])]
         out.values["scoring_text"] = scoring_sentence(timings)
         # a speed per version only means something over versions this run actually scored
         timings["per_version_ms"] = (1000 * timings["seconds"] / timings["scored_now"]).where(timings["scored_now"] > 0)

@@ -3,40 +3,15 @@ way in every language, and is a language's lower pass rate more than rewording a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pandas as pd
 from IPython.display import Markdown
 
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle, note, spoken_list
-from biasaudit.lm.generate import (
-    GenerationSettings,
-    LocalGenerator,
-    OpenAIGenerator,
-    reply_cache,
-)
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import project_path, run_dir
-from biasaudit.run.store import write_atomically
+from biasaudit.run.paths import project_path
+from biasaudit.run.steps import read_step
 from biasaudit.templates import pass_rates as tt
-from biasaudit.templates.asking import run_template_tests
-from biasaudit.templates.library import (
-    PROJECT_LIBRARY,
-    instances,
-    read_communities,
-    read_langbite_library,
-    read_project_library,
-    sample_templates,
-)
-from biasaudit.templates.versions import (
-    FAILED_COLUMNS,
-    paraphrase_templates,
-    translate_communities,
-    translate_templates,
-    write_library,
-)
-from biasaudit.translate import Paraphraser, make_translator
 from biasaudit.translate.languages import language_label
 
 RATES_STYLE = TableStyle(columns={
@@ -58,97 +33,6 @@ FLOOR_STYLE = TableStyle(columns={
     "model": "model", "via": "route", "n": "templates", "pass_rate_en": "pass rate (English)",
     "pass_rate": "pass rate (reworded)", "floor": "floor |English − reworded|", "discordant": "templates that change",
     "p": "p", "q": "q"}, percent=("pass_rate_en", "pass_rate"))
-
-
-@dataclass
-class Library:
-    """The templates a run asks, and what is known about how they were made."""
-
-    templates: pd.DataFrame
-    communities: dict
-    quirks: pd.DataFrame  # LangBiTe's data quirks, per template
-    not_made: pd.DataFrame  # templates a machine could not translate or paraphrase, with the reason
-    n_library: int  # English templates in the library, before any sample
-
-
-def library(params: RunParams) -> Library:
-    """The run's templates (English originals, translations into the run's languages, English
-    rewordings of the routes asked; a seeded sample of `max_templates` per concern), their
-    communities, the data quirks reported per template, and what a machine could not make.
-
-    Languages the library lacks are machine-translated when `template_translator` is set (every
-    language, the human translations set aside, with `template_translations: machine`), and P
-    English rewordings are machine-written when the library has none and `template_paraphraser` is
-    set; the machine-made templates are also written in LangBiTe's format under
-    runs/<run>/templates/machine/, so LangBiTe itself could run them."""
-    if params.template_library == "project":
-        templates, communities = read_project_library(params.languages)
-        quirks = pd.DataFrame(columns=["template_id", "language", "quirk"])
-    else:
-        pronouns = {"PRONOUN": read_communities(PROJECT_LIBRARY / "communities.json")["PRONOUN"]}
-        templates, communities, quirks = read_langbite_library(params.template_library, params.languages,
-                                                               extra_communities=pronouns)
-    keep = (templates["variant"] != "paraphrase") | templates["via"].isin(params.template_routes)
-    templates = templates.loc[keep & templates["language"].isin(["en", *params.languages])]
-    n_library = int((templates["variant"] == "original").sum())
-    templates = sample_templates(templates, params.max_templates, params.seed)
-    made, failed = [], []
-    if params.template_translations == "machine":
-        templates = templates.loc[templates["language"] == "en"]  # the translator makes every other language
-    missing = [lang for lang in params.languages if lang not in set(templates["language"])]
-    if missing and params.template_translator:
-        translator = make_translator(params.template_translator, batch_size=params.batch_size,
-                                     device=params.device_or_none, progress=False)
-        translated, not_made = translate_templates(templates, translator, missing)
-        communities, lists_failed = translate_communities(communities, translator, missing)
-        made.append(translated)
-        failed += [not_made, lists_failed.rename(columns={"markup": "template_id"}).assign(
-            field="communities", base_id="", via=translator.name)]
-    if not (templates["variant"] == "paraphrase").any() and params.template_paraphraser:
-        paraphraser = Paraphraser(params.template_paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
-                                  device=params.device_or_none, progress=False)
-        reworded, not_made = paraphrase_templates(templates.loc[templates["variant"] == "original"], paraphraser)
-        made.append(reworded)
-        failed.append(not_made)
-    if made:
-        machine = pd.concat(made, ignore_index=True)
-        write_library(machine, run_dir(params.run_name) / "templates" / "machine")
-        templates = pd.concat([templates, machine[templates.columns]], ignore_index=True)
-    failed = pd.concat(failed, ignore_index=True)[FAILED_COLUMNS] if failed else pd.DataFrame(columns=FAILED_COLUMNS)
-    return Library(templates.reset_index(drop=True), communities, quirks, failed, n_library)
-
-
-def generator(params: RunParams, model: str) -> LocalGenerator | OpenAIGenerator:
-    """The model asked: behind the run's OpenAI-compatible endpoint when one is set, else on this machine."""
-    settings = GenerationSettings(max_new_tokens=params.max_new_tokens, temperature=params.temperature,
-                                  seed=params.seed, dtype=params.generation_dtype)
-    if params.endpoint:
-        return OpenAIGenerator(model, params.endpoint, settings, api_key_env=params.api_key_env)
-    return LocalGenerator(model, settings, device=params.device_or_none)
-
-
-def run(params: RunParams, templates: pd.DataFrame, communities: dict
-        ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, bool]]:
-    """Ask every chat model every filled prompt and judge every template; stored under runs/<run>/templates/.
-    Also returns, per model, whether it was asked through a chat template (a server's always is)."""
-    evaluations, responses, chat = [], [], {}
-    for model in params.chat_models:
-        asker = generator(params, model)
-        chat[model] = bool(getattr(asker, "chat", True))
-        ev, resp = run_template_tests(
-            templates, communities, asker, max_instances=params.max_instances or None,
-            seed=params.seed, n_attempts=params.n_attempts, delta=params.delta, note=params.quote_note,
-            answer_margin=params.answer_margin, cache=reply_cache(), batch_size=params.batch_size)
-        evaluations.append(ev)
-        responses.append(resp)
-    evaluations = pd.concat(evaluations, ignore_index=True)
-    responses = pd.concat(responses, ignore_index=True)
-    if params.oracle_match == "langbite":
-        evaluations = evaluations.assign(verdict=evaluations["verdict_langbite"], verdict_langbite=evaluations["verdict"])
-    folder = run_dir(params.run_name) / "templates"
-    write_atomically(evaluations, folder / "evaluations.parquet")
-    write_atomically(responses, folder / "responses.parquet")
-    return evaluations, responses, chat
 
 
 def library_table(templates: pd.DataFrame, filled: pd.DataFrame) -> pd.DataFrame:
@@ -522,10 +406,11 @@ def params_file_markdown(path: str = CHAT_SERVER_PARAMS) -> str:
 
 
 def report(params: RunParams) -> Report:
-    lib = library(params)
-    templates, communities = lib.templates, lib.communities
-    filled = instances(templates, communities, max_instances=params.max_instances or None, seed=params.seed)
-    evaluations, responses, chat = run(params, templates, communities)
+    """The template tests' tables as the run's step left them (`templates.step.run_template_step`)."""
+    step = read_step(params, "template_tests")
+    templates, filled, evaluations, responses = (step[name] for name in ("templates", "filled", "evaluations",
+                                                                          "responses"))
+    chat = step.values["chat"]
     options = params.options
     asked = evaluations.loc[evaluations["variant"] != "paraphrase"]
     rates = tt.pass_rates(asked, ["model", "language"], level=params.level)
@@ -537,8 +422,8 @@ def report(params: RunParams) -> Report:
     correlations = tt.language_correlations(evaluations)
     out = Report()
     out.add_table("library", library_table(templates, filled))
-    out.add_table("not_made", lib.not_made, TableStyle(empty="No template of this run was machine-made."))
-    out.add_table("quirks", lib.quirks, TableStyle(empty="The project's library has no data quirks (every placeholder "
+    out.add_table("not_made", step["not_made"], TableStyle(empty="No template of this run was machine-made."))
+    out.add_table("quirks", step["quirks"], TableStyle(empty="The project's library has no data quirks (every placeholder "
                                                      "has a community list; a bad row would have stopped the run)."))
     out.add_table("reply_kinds", shares, KINDS_STYLE)
     out.add_table("rates", rates, RATES_STYLE)
@@ -554,7 +439,7 @@ def report(params: RunParams) -> Report:
     out.add_table("matchers", tt.matcher_differences(evaluations))
     out.add_table("examples", examples_table(responses, kinds, list(params.languages)))
     out.values.update({
-        "n_templates": int((templates["variant"] == "original").sum()), "n_library": lib.n_library,
+        "n_templates": int((templates["variant"] == "original").sum()), "n_library": step.values["n_library"],
         "max_templates": params.max_templates,
         "n_languages": int(templates["language"].nunique()),
         "n_concerns": int(templates["concern"].nunique()),

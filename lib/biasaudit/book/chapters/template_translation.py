@@ -25,20 +25,9 @@ from biasaudit.book.prose import (
 )
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import run_dir
-from biasaudit.run.store import write_atomically
+from biasaudit.run.steps import read_step
 from biasaudit.templates import translators as tx
-from biasaudit.templates.comparison import (
-    ReferenceChoice,
-    Source,
-    english_versions,
-    machine_items,
-    orders,
-    paraphrases,
-    references,
-    translations,
-)
-from biasaudit.translate import judge
+from biasaudit.templates.comparison import ReferenceChoice, Source, references
 from biasaudit.translate.languages import language_label
 
 RATES_STYLE = TableStyle(columns={
@@ -80,7 +69,9 @@ EXAMPLES_LEAD = "The templates furthest from the human translation, per translat
 
 
 def report(params: RunParams) -> Report:
-    """Translators and paraphrases against the human reference; machine-translated items scored."""
+    """Translators and paraphrases against the human reference; machine-translated items scored:
+    read from the tables of the run's step (`templates.comparison.run_comparison`)."""
+    step = read_step(params, "template_translation")
     out = Report()
     refs = references(params)
     languages = refs.languages
@@ -91,7 +82,7 @@ def report(params: RunParams) -> Report:
         "reference_summary": reference_summary(refs.choice),
         "paraphrase_method_text": paraphrase_method_text(params.max_paraphrases, languages),
         "versions_text": versions_text(params.n_paraphrases), "embedder": params.embedder})
-    items, cells, items_note = machine_items(params)
+    items, cells, items_note = step["machine_items"], step["item_cells"], step.values["items_note"]
     out.add_table("item_cells", cells, ITEMS_STYLE)
     out.values["items_text"] = items_note or items_text(cells, items)
 
@@ -111,12 +102,8 @@ def report(params: RunParams) -> Report:
     if refs.sample.empty:
         return _nothing_to_compare(out, "no English template has a human translation in every reference language")
 
-    embedder = judge.load_embedder(params.embedder)
-    out.values["embedder"] = embedder.name
-    made, failed, quality = translations(refs, params, embedder)
-    folder = run_dir(params.run_name) / "template_translation"
-    for name, table in (("translations", made), ("failed", failed), ("quality", quality)):
-        write_atomically(table, folder / f"{name}.parquet")
+    out.values["embedder"] = step.values["embedder"]
+    made, failed, quality = step["translations"], step["failed"], step["quality"]
     rates, reasons = tx.success_rates(made, failed, params.level)
     out.add_table("rates", rates, RATES_STYLE)
     out.add_table("reasons", reasons, REASONS_STYLE)
@@ -135,8 +122,7 @@ def report(params: RunParams) -> Report:
     out.add_table("examples", examples, EXAMPLES_STYLE)
     out.values["examples_lead"] = lead(EXAMPLES_LEAD, len(examples) > 0)
 
-    para, short = paraphrases(refs, params, embedder)
-    write_atomically(para, folder / "paraphrases.parquet")
+    para, short = step["paraphrases"], step["short"]
     by_p = tx.paraphrase_similarity(para) if len(para) else pd.DataFrame()
     out.add_table("paraphrases", by_p, PARAPHRASE_STYLE)
     out.values["paraphrase_text"] = paraphrase_text(by_p, short, languages)
@@ -145,7 +131,7 @@ def report(params: RunParams) -> Report:
         x_title="cosine to the source template", title="Paraphrases by P (a request for P at a time)"
     ) if len(para) else None
 
-    p2t, t2p = orders(refs, params, made, english_versions(refs, params, para), embedder)
+    p2t, t2p = step["p2t"], step["t2p"]
     paired, order_cells = tx.order_test(p2t, t2p, params.options)
     out.add_table("orders", order_cells, ORDER_STYLE)
     out.values["order_text"] = order_text(order_cells, params.alpha)
