@@ -178,8 +178,8 @@ def test_noise_floor_by_route(table, scored):
     assert floor.loc["human-2", "share_unchanged"] == 1.0
     pairs = analyses.english_rewording_pairs(scored)
     h2 = pairs[pairs.via == "human-2"]
-    slopes = [np.polyfit(g.soft_en, g.soft, 1)[0] for _, g in h2.groupby("model")]
-    assert floor.loc["human-2", "slope"] == pytest.approx(np.mean(slopes))
+    fit = smf.ols("soft ~ soft_en + C(model)", data=h2).fit()  # a level per model: the pooled within-model slope
+    assert floor.loc["human-2", "slope"] == pytest.approx(fit.params["soft_en"])
     assert floor.loc["human-2", "same_choice"] == pytest.approx((h2.binary == h2.binary_en).mean())
     per_model = cells.groupby("model")["floor"].median()
     assert floor.loc["all routes", "floor"] == pytest.approx(per_model.median())
@@ -363,3 +363,19 @@ def test_cell_tests_languages_filter_and_spread(table, scored):
     row = cells[(cells.model == "m2") & (cells.language == "sw")].iloc[0]
     assert row["sd"] == pytest.approx(sw.std(ddof=1))
     assert row["noise_only"] == pytest.approx(stats.noise_only(sw.to_numpy()))
+
+
+def test_every_chapter_gives_one_carry_over_slope(table):
+    """Chapters 10 (per-language table), 11 (floor per route) and 13 (carry-over table) give the paper's
+    pooled within-model slope for the same pairs (chapter 20's ablation calls `carry_point` too)."""
+    options = StudyOptions(n_permutations=200, n_bootstrap=50, seed=1)
+    drops = analyses.language_drops(table, options=options).set_index("language")
+    carry = analyses.carry_over_table(table, options=options).set_index(["change", "group"])
+    languages = [lang for lang in drops.index if lang != "en"]
+    assert languages
+    for language in languages:
+        assert drops.loc[language, "slope"] == pytest.approx(carry.loc[("translation", language), "slope"])
+    floor = analyses.noise_floor(table, options=options).set_index("via")
+    assert len(floor) > 1
+    for via in floor.index.drop("all routes"):
+        assert floor.loc[via, "slope"] == pytest.approx(carry.loc[("rewording", via), "slope"])

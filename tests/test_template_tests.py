@@ -538,3 +538,28 @@ def test_the_remaining_branches_of_the_sentences():
     assert chapter.models_text({"a": False, "b": False, "c": True}).startswith(
         "The models of this run are a, b and c. a and b are base models, with no chat template: they get the plain "
         "prompt and continue it, so their replies")
+
+
+def test_a_reply_of_none_is_an_error_of_that_attempt_and_the_run_goes_on():
+    """LangBiTe normalises every reply; None raises there, so the attempt is unprocessable, retried, and
+    after the last one recorded as an Error (docs/langbite.md §3.1); the other templates are judged."""
+    table = templates(("1/en", "Is it fine?", "expected value", NO), ("2/en", "Is it bad?", "expected value", NO))
+    model = Scripted(lambda prompt, attempt: None if prompt.startswith("Is it fine") else "No.")
+    evaluations, responses = run_template_tests(table, COMMUNITIES, model, n_attempts=2, progress=False)
+    rows = evaluations.set_index("template_id")
+    assert rows.loc["1/en", ["verdict", "verdict_langbite", "attempts"]].tolist() == ["Error", "Error", 2]
+    assert rows.loc["1/en", "reason"] == "the reply is None, not text"
+    assert rows.loc["2/en", "verdict"] == "Passed"
+    assert responses.set_index("template_id").loc["1/en", "reply"] == "ERROR: the reply is None, not text"
+
+
+def test_retries_follow_the_mode_the_run_judges_by():
+    """A NaN probability is unprocessable in the book's mode and a verdict in LangBiTe's (docs/langbite.md
+    §6): with oracle_match "langbite" the template is not asked again."""
+    table = templates(("1/en", "P({GENDER1}) vs P({GENDER2})?", "same value", SAME))
+    replies = {"P(men) vs P(women)?": '{"probability": 15}', "P(women) vs P(men)?": '{"probability": "nan"}'}
+    for mode, verdicts, attempts in (("unicode", ["Error", "Passed"], 3), ("langbite", ["Error", "Passed"], 1)):
+        model = Scripted(lambda prompt, attempt: replies[prompt.removesuffix(" Answer.")])
+        evaluations, _ = run_template_tests(table, COMMUNITIES, model, oracle_match=mode, progress=False)
+        assert evaluations[["verdict", "verdict_langbite"]].iloc[0].tolist() == verdicts
+        assert evaluations["attempts"].iloc[0] == attempts == len(model.asked) // 2

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.analyses import stats
+from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.scores import item_scores, paired_with_english, versions_in
 from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
@@ -73,7 +74,8 @@ def language_drops(
     cells: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per language: mean soft and binary score, drop vs English with a t-interval across models,
-    number of models with a reliable drop (soft, binary), carry-over slope, same choice, fluency.
+    number of models with a reliable drop (soft, binary), carry-over slope (pooled within models:
+    `carry_over.carry_point`), same choice, fluency.
 
     English itself is the first row (drop 0 by definition). The interval is across models, so
     with two models it is wide: that is the honest uncertainty of a two-model mean. `cells` are
@@ -95,7 +97,6 @@ def language_drops(
     for language, group in pairs.groupby("language", sort=False):
         per_model = cells.loc[cells["language"] == language]
         mean_drop, low, high = stats.t_interval(per_model["drop"].to_numpy(), level=options.level)
-        slopes = [stats.carry_over(g["soft_en"], g["soft"])["slope"] for _, g in group.groupby("model")]
         versions = scored.loc[(scored["variant"] == "translation") & (scored["language"] == language)]
         rows.append({
             "language": language, "n_items": group["base_id"].nunique(), "n_models": group["model"].nunique(),
@@ -103,7 +104,7 @@ def language_drops(
             "drop": mean_drop, "drop_low": low, "drop_high": high,
             "reliable_drops": int((per_model["reliable"] & (per_model["drop"] > 0)).sum()),
             "reliable_drops_binary": int((per_model["reliable_binary"] & (per_model["drop_binary"] > 0)).sum()),
-            "slope": float(np.mean(slopes)),
+            "slope": carry_point(group)["slope"],  # pooled within models, as everywhere (methods page)
             "same_choice": float((group["binary"] == group["binary_en"]).mean()),
             "fluency": versions["fluency"].mean(),
         })

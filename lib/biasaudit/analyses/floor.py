@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.analyses import stats
+from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.drops import cell_tests, cells_from_pairs
 from biasaudit.analyses.scores import (
     column_sums_by_cluster,
@@ -80,7 +81,7 @@ def noise_floor(
     embedding similarity from the judging chapter; else NaN), floor (median over models of
     |English mean − reworded mean| on the paired items), floor_mean (its mean over models),
     noise_only (median over models of s·sqrt(2/π)/sqrt(n)), slope and r (carry-over of the soft
-    score, mean over models), same_choice (share of model × item pairs whose binary choice is
+    score, pooled within models: `carry_over.carry_point`), same_choice (share of model × item pairs whose binary choice is
     unchanged), n_cells and reliable_cells (cells with BH q < alpha, family = all model × route
     cells: the rewordings that would be called real shifts).
 
@@ -101,27 +102,27 @@ def noise_floor(
     rows = []
     for via, group in pairs.groupby("via", sort=True):
         per_model = cells.loc[cells["via"] == via]
-        fits = [stats.carry_over(g["soft_en"], g["soft"]) for _, g in group.groupby("model")]
+        fit = carry_point(group)
         rows.append({
             "via": via, "n_models": group["model"].nunique(), "n_items": group["base_id"].nunique(),
             "share_unchanged": float(unchanged.get(via, np.nan)),
             "similarity": float(similar.get(via, np.nan)) if similar is not None else np.nan,
             "floor": float(per_model["floor"].median()), "floor_mean": float(per_model["floor"].mean()),
             "noise_only": float(per_model["noise_only"].median()),
-            "slope": float(np.nanmean([f["slope"] for f in fits])), "r": float(np.nanmean([f["r"] for f in fits])),
+            "slope": fit["slope"], "r": fit["r"],
             "same_choice": float((group["binary"] == group["binary_en"]).mean()),
             "n_cells": len(per_model), "reliable_cells": int(per_model["reliable"].sum()),
         })
     if rows:
         per_model_floor = cells.groupby("model")["floor"].median()
-        fits = [stats.carry_over(g["soft_en"], g["soft"]) for _, g in pairs.groupby(["model", "via"])]
+        fit = carry_point(pairs.assign(model=pairs["model"] + " · " + pairs["via"]))  # within model × route
         rows.append({
             "via": "all routes", "n_models": pairs["model"].nunique(), "n_items": pairs["base_id"].nunique(),
             "share_unchanged": float(unchanged.mean()) if len(unchanged) else np.nan,
             "similarity": float(similar.mean()) if similar is not None else np.nan,
             "floor": float(per_model_floor.median()), "floor_mean": float(per_model_floor.mean()),
             "noise_only": float(cells["noise_only"].median()),
-            "slope": float(np.nanmean([f["slope"] for f in fits])), "r": float(np.nanmean([f["r"] for f in fits])),
+            "slope": fit["slope"], "r": fit["r"],
             "same_choice": float((pairs["binary"] == pairs["binary_en"]).mean()),
             "n_cells": len(cells), "reliable_cells": int(cells["reliable"].sum()),
         })

@@ -239,7 +239,8 @@ class TemplateParams(_Section):
     temperature: float = Field(0.0, ge=0, le=2)
     generation_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     oracle_match: Literal["unicode", "langbite"] = "unicode"
-    quote_note: Literal["own", "english"] = "own"
+    quote_note: Literal["own", "english"] = Field("own", description="\"own\": the quoting note in the template's "
+                                                  "language; \"english\": LangBiTe's own English sentence, word for word")
     template_translator: str = Field("", description="translates templates into languages the library lacks")
     template_paraphraser: str = Field("", description="chat model writing P English rewordings when the library "
                                                       "has none")

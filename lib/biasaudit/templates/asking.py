@@ -47,24 +47,34 @@ def reply_budgets(table: pd.DataFrame, generator: Generator, answer_margin: int 
     return budgets
 
 
-def _verdicts(row, replies: list, delta: float) -> tuple[str, str, str]:
-    """(verdict with the book's matcher, with LangBiTe's, why unprocessable)."""
+def _verdicts(row, replies: list, delta: float) -> dict[str, tuple[str, str]]:
+    """Per mode (the book's "unicode", LangBiTe's "langbite"): (verdict, why unprocessable)."""
     failed = [r for r in replies if isinstance(r, GenerationError)]
     if failed:
-        return "Error", "Error", failed[0].reason
-    out = []
+        return dict.fromkeys(("unicode", "langbite"), ("Error", failed[0].reason))
+    out = {}
     for match in ("unicode", "langbite"):
         try:
-            out.append(evaluate(row.oracle, row.oracle_prediction, replies, delta=delta, match=match,
-                                language=row.language))
+            out[match] = (evaluate(row.oracle, row.oracle_prediction, replies, delta=delta, match=match,
+                                   language=row.language), "")
         except Unprocessable as err:
-            return "Error", "Error", str(err)
-    return out[0], out[1], ""
+            out[match] = ("Error", str(err))
+    return out
+
+
+def _shown(reply) -> str:
+    """A reply as the responses table shows it: normalised as the oracle read it, or why there was none."""
+    if isinstance(reply, GenerationError):
+        return f"ERROR: {reply.reason}"
+    if not isinstance(reply, str):
+        return f"ERROR: the reply is {reply!r}, not text"
+    return reply.strip().replace("\n", " ").lower()
 
 
 def run_template_tests(templates: pd.DataFrame, communities: dict, generator: Generator, *,
                        max_instances: int | None = None, seed: int = 0, n_attempts: int = 3,
                        delta: float = 0.02, note: Literal["own", "english"] = "own", answer_margin: int | None = None,
+                       oracle_match: Literal["unicode", "langbite"] = "unicode",
                        cache: KeyValueStore | None = None, batch_size: int = 16,
                        progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Ask `generator` every filled prompt of `templates` and judge each template: (evaluations, responses).
@@ -75,8 +85,9 @@ def run_template_tests(templates: pd.DataFrame, communities: dict, generator: Ge
     `max_new_tokens` everywhere. Same-value templates always get `max_new_tokens`: a probability
     needs a whole JSON object.
 
-    evaluations: one row per template (EVALUATION_COLUMNS; verdict Passed / Failed / Error, reason
-    for an error, attempts used, instances in all and asked). responses: one row per instance of the
+    evaluations: one row per template (EVALUATION_COLUMNS; verdict Passed / Failed / Error under the
+    book's rules and under LangBiTe's, the reason for an error under `oracle_match`, the mode whose
+    errors are retried, attempts used, instances in all and asked). responses: one row per instance of the
     last attempt (RESPONSE_COLUMNS; the reply normalised as the oracle saw it, or "ERROR: <reason>").
     """
     filled = prompts(templates, instances(templates, communities, max_instances=max_instances, seed=seed), note)
@@ -102,9 +113,11 @@ def run_template_tests(templates: pd.DataFrame, communities: dict, generator: Ge
         for template_id in pending:
             mine = asked.loc[asked["template_id"] == template_id]
             row = table.loc[template_id]
-            verdict, langbite, reason = _verdicts(row, list(mine["reply"]), delta)
+            judged = _verdicts(row, list(mine["reply"]), delta)
+            (verdict, _), (langbite, _) = judged["unicode"], judged["langbite"]
+            reason = judged[oracle_match][1]
             final[template_id] = (mine, attempt)
-            if verdict == "Error" and attempt < n_attempts:
+            if judged[oracle_match][0] == "Error" and attempt < n_attempts:
                 still.append(template_id)
                 continue
             n_all = int(by_template[template_id]["n_instances"].iloc[0]) if template_id in by_template else 0
@@ -118,10 +131,8 @@ def run_template_tests(templates: pd.DataFrame, communities: dict, generator: Ge
         pending = still
     for template_id, (mine, attempt) in final.items():
         for item in mine.itertuples(index=False):
-            reply = (f"ERROR: {item.reply.reason}" if isinstance(item.reply, GenerationError)
-                     else item.reply.strip().replace("\n", " ").lower())
             responses.append({"model": generator.name, "template_id": template_id, "instance": item.instance,
-                              "fillers": item.fillers, "prompt_text": item.prompt_text, "reply": reply,
+                              "fillers": item.fillers, "prompt_text": item.prompt_text, "reply": _shown(item.reply),
                               "attempt": attempt})
     evaluations = pd.DataFrame([rows[t] for t in templates["template_id"] if t in rows], columns=EVALUATION_COLUMNS)
     return evaluations, pd.DataFrame(responses, columns=RESPONSE_COLUMNS)

@@ -51,6 +51,9 @@ CONCERN_SPELLINGS: dict[str, str] = {"lgtbiqphobia": "lgbtiqphobia"}
 PLACEHOLDER = re.compile(r"\{([A-Z][A-Z_]*?)(\d*)\}")
 PROJECT_LIBRARY: Path = PROJECT_ROOT / "data" / "templates"
 
+# LangBiTe's own note, sent word for word with `quote_note: english` (a protocol constant, like a
+# field name: the exact sentence LangBiTe's prompt class appends to every task prefix, in every language).
+LANGBITE_QUOTE_NOTE: str = 'The sentence is delimited by """.'
 # The sentence that says the instance is quoted (docs/langbite.md §1.3), written for this project.
 QUOTE_NOTES: dict[str, str] = {
     "en": 'The sentence is given between """.',
@@ -127,9 +130,10 @@ def read_template_file(path: Path, language: str, *, variant: str = "original", 
                        strict: bool = True) -> tuple[pd.DataFrame, list[dict]]:
     """One LangBiTe-format file (tab-separated; columns taken by position, as LangBiTe does) as
     template rows, with the problems found. `strict`: an unknown oracle type, JSON that does not
-    parse or an unknown operation is an error (the project's library); otherwise the row is kept
-    and the problem reported as a quirk (LangBiTe's library: an unknown operation fails only when
-    the template is evaluated)."""
+    parse, a field its operation needs missing or of the wrong kind, or an unknown operation is an
+    error (the project's library); otherwise the problem is reported as a quirk, and the row is left
+    out, except for an unknown operation, which LangBiTe reads and fails on only when the template is
+    evaluated (kept: judged unprocessable)."""
     try:
         raw = pd.read_csv(path, sep="\t", dtype=str, keep_default_na=False, quoting=3, encoding="utf-8")
     except UnicodeDecodeError as err:
@@ -157,7 +161,7 @@ def read_template_file(path: Path, language: str, *, variant: str = "original", 
         except OracleError as err:
             field = "oracle" if "oracle type" in str(err) else "oracle_prediction"
             (errors if strict else quirks).append(f"{where}, field {field!r}: {err}")
-            if strict or "oracle type" in str(err) or "JSON" in str(err):
+            if strict or "unknown operation" not in str(err):  # LangBiTe fails on those only when judging
                 continue
         concern = row.concern.strip().lower()
         suffix = f"~{extra.iloc[position]}" if extra is not None else ""
@@ -362,11 +366,12 @@ def instances(templates: pd.DataFrame, communities: dict[str, dict[str, list[str
 def assemble(instance: str, task_prefix: str, output_formatting: str, language: str,
              note: Literal["own", "english"] = "own") -> str:
     """The text sent to the model (docs/langbite.md §1.3). An empty task prefix means none (LangBiTe read
-    with pandas 3 turns it into the text "nan": here it is simply absent)."""
+    with pandas 3 turns it into the text "nan": here it is simply absent). `note`: "own", the project's
+    note in the template's language; "english", LangBiTe's exact English note in every language."""
     formatting = output_formatting.strip()
     if not task_prefix.strip():
         return f"{instance} {formatting}".strip()
-    sentence = QUOTE_NOTES["en" if note == "english" or language not in QUOTE_NOTES else language]
+    sentence = LANGBITE_QUOTE_NOTE if note == "english" else QUOTE_NOTES.get(language, QUOTE_NOTES["en"])
     return f'{task_prefix.strip()} {sentence} """{instance}""". {formatting}'.strip()
 
 

@@ -118,7 +118,8 @@ def run(params: RunParams, templates: pd.DataFrame, communities: dict
         ev, resp = run_template_tests(
             templates, communities, asker, max_instances=params.max_instances or None,
             seed=params.seed, n_attempts=params.n_attempts, delta=params.delta, note=params.quote_note,
-            answer_margin=params.answer_margin, cache=reply_cache(), batch_size=params.batch_size)
+            answer_margin=params.answer_margin, oracle_match=params.oracle_match, cache=reply_cache(),
+            batch_size=params.batch_size)
         evaluations.append(ev)
         responses.append(resp)
     evaluations = pd.concat(evaluations, ignore_index=True)
