@@ -26,10 +26,29 @@ def test_cell_verdict(drop, reliable, floor, power, expected):
     assert v.cell_verdict(drop=drop, reliable=reliable, floor=floor, power=power) == expected
 
 
-def test_language_verdict_is_agreement_or_majority():
-    assert v.language_verdict([v.REAL, v.REAL]) == v.REAL
-    assert v.language_verdict([v.REAL, v.NOISE]) == v.DISAGREE
-    assert v.language_verdict([v.UNDERPOWERED, v.UNDERPOWERED, v.NOISE]) == v.UNDERPOWERED
+# The released numbers (ten models, floor 0.008): Korean has 5 real shifts and 5 cells with too
+# little power; Arabic and Spanish are decided by the pooled drop's interval.
+FIVE_AND_FIVE = [v.REAL] * 5 + [v.UNDERPOWERED] * 5
+
+
+@pytest.mark.parametrize("cells, low, high, floor, expected", [
+    ([v.REAL, v.REAL], np.nan, np.nan, np.nan, (v.REAL, "cells")),
+    (FIVE_AND_FIVE, 0.009, 0.041, 0.008, (v.REAL, "cells")),  # the underpowered abstain: not a disagreement
+    (FIVE_AND_FIVE, -0.01, 0.002, 0.008, (v.REAL, "cells")),  # the cells decide when their votes agree
+    ([v.UNDERPOWERED, v.UNDERPOWERED, v.NOISE], np.nan, np.nan, np.nan, (v.NOISE, "cells")),
+    ([v.REAL, v.NOISE, v.UNDERPOWERED], 0.005, 0.033, 0.008, (v.DISAGREE, "cells")),  # opposed, pooled unclear
+    ([v.REAL, v.NOISE], 0.018, 0.042, 0.008, (v.REAL, "pooled drop")),  # opposed, pooled wholly above
+    ([v.REAL, v.NOISE], -0.003, 0.007, 0.008, (v.NOISE, "pooled drop")),  # opposed, pooled wholly within
+    ([v.UNDERPOWERED] * 3, -0.008, 0.022, 0.008, (v.UNDERPOWERED, "cells")),  # nobody votes, pooled unclear
+    ([v.UNDERPOWERED] * 3, 0.011, 0.047, 0.008, (v.REAL, "pooled drop")),
+    ([v.UNDERPOWERED] * 3, -0.047, -0.011, 0.008, (v.REAL, "pooled drop")),  # a reliable rise
+    ([v.UNDERPOWERED] * 3, 0.008, 0.03, 0.008, (v.UNDERPOWERED, "cells")),  # at the floor is not beyond it
+])
+def test_language_verdict(cells, low, high, floor, expected):
+    assert v.language_verdict(cells, low=low, high=high, floor=floor) == expected
+
+
+def test_a_language_without_cells_has_no_verdict():
     with pytest.raises(ValueError):
         v.language_verdict([])
 

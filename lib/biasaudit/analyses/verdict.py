@@ -12,8 +12,13 @@ The rule (`cell_verdict`), for a drop (English − language; positive: the langu
    shift this large could hide behind this much noise;
 4. otherwise **within noise**: a drop this large would usually have been caught, and was not.
 
-A language's verdict is the verdict of every model's cell when they agree, of more than half of
-them otherwise, and "models disagree" when no verdict has a majority.
+A language's verdict (`language_verdict`): cells with too little power abstain. When the cells
+that do vote agree, their verdict is the language's. When none votes, or some call a real shift and
+others, with enough power, call the drop within noise, a test that pools the models decides: the
+language's drop (each item's drop averaged over models, then over items) with its bootstrap interval
+over items, against the noise floor (the median of the models' floors). An interval wholly beyond
+the floor is a real shift; one wholly within ±floor is within noise; otherwise, with no vote it is
+"too little power to tell", and with opposed votes "models disagree".
 """
 
 from __future__ import annotations
@@ -46,12 +51,30 @@ def cell_verdict(*, drop: float, reliable: bool, floor: float, power: float, min
     return NOISE
 
 
-def language_verdict(cell_verdicts: list[str]) -> str:
-    """All models' verdict when they agree, the majority's otherwise, else "models disagree"."""
+def pooled_verdict(low: float, high: float, floor: float) -> str | None:
+    """The pooled test: the language's drop interval against ±floor; None when it decides nothing."""
+    if np.isnan(low) or np.isnan(high) or np.isnan(floor):
+        return None
+    if low > floor or high < -floor:
+        return REAL
+    if -floor <= low and high <= floor:
+        return NOISE
+    return None
+
+
+def language_verdict(cell_verdicts: list[str], *, low: float = np.nan, high: float = np.nan,
+                     floor: float = np.nan) -> tuple[str, str]:
+    """(verdict, what decided it: "cells" or "pooled drop"), by the rule of the module docstring;
+    `low`, `high` are the language's pooled drop interval and `floor` its noise floor."""
     if not cell_verdicts:
         raise ValueError("a language without cells has no verdict")
-    counts = pd.Series(cell_verdicts).value_counts()
-    return str(counts.index[0]) if counts.iloc[0] * 2 > len(cell_verdicts) else DISAGREE
+    votes = {verdict for verdict in cell_verdicts if verdict != UNDERPOWERED}
+    if len(votes) == 1:
+        return votes.pop(), "cells"
+    pooled = pooled_verdict(low, high, floor)
+    if pooled is not None:
+        return pooled, "pooled drop"
+    return (DISAGREE if votes else UNDERPOWERED), "cells"
 
 
 def cell_power(changes: np.ndarray, shift: float, other_p: np.ndarray, options: StudyOptions, *, n_runs: int,
@@ -109,8 +132,8 @@ def verdict_cells(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS,
 def verdict_languages(table: pd.DataFrame, scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
     """One row per language: models, the drop averaged over models with a bootstrap interval over
     items (each item's drop averaged over models first), reliable models, the models' floors, the
-    faithful-only drop, power (median over models), how many models reach each verdict, and the
-    language's verdict (`language_verdict`)."""
+    faithful-only drop, the carry-over slope (pooled within models), power (median over models), how
+    many models reach each verdict, the language's verdict (`language_verdict`) and what decided it."""
     pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
     rows = []
     for language, mine in table.groupby("language", sort=True):
@@ -118,12 +141,15 @@ def verdict_languages(table: pd.DataFrame, scores: pd.DataFrame, options: StudyO
         drop, low, high = stats.bootstrap_mean_ci(per_item.to_numpy(), n_boot=options.n_bootstrap, level=options.level,
                                                   seed=[options.seed, stats.group_seed_key(("verdict", language))])
         counts = mine["verdict"].value_counts()
+        floor = float(mine["floor"].median())
+        verdict, decided_by = language_verdict(list(mine["verdict"]), low=low, high=high, floor=floor)
         rows.append({
             "language": language, "n_models": len(mine), "drop": drop, "low": low, "high": high,
-            "reliable_models": int(mine["reliable"].sum()), "floor": float(mine["floor"].median()),
-            "drop_faithful": float(mine["drop_faithful"].mean()), "slope": float(mine["slope"].mean()),
+            "reliable_models": int(mine["reliable"].sum()), "floor": floor,
+            "drop_faithful": float(mine["drop_faithful"].mean()),
+            "slope": carry_point(pairs.loc[pairs["language"] == language])["slope"],
             "power": float(mine["power"].median()),
             **{f"n_{v.replace(' ', '_')}": int(counts.get(v, 0)) for v in VERDICTS},
-            "verdict": language_verdict(list(mine["verdict"])),
+            "verdict": verdict, "decided_by": decided_by,
         })
     return pd.DataFrame(rows)

@@ -14,7 +14,7 @@ from biasaudit.run.study import Study
 from biasaudit.translate.languages import language_label
 
 LANGUAGE_STYLE = TableStyle(columns={
-    "language": "language", "verdict": "verdict", "drop": "drop (English − language)", "interval": "95% interval over items",
+    "language": "language", "shown_verdict": "verdict", "drop": "drop (English − language)", "interval": "95% interval over items",
     "reliable": "reliable shift in", "floor": "noise floor", "drop_faithful": "drop, faithful translations",
     "slope": "carry-over slope", "power": "power at this scatter"},
     formats={"power": "{:.0%}", "language": language_label})
@@ -42,6 +42,8 @@ def report(params: RunParams) -> Report:
     out = Report()
     # Shown narrow enough to read at a glance: the interval in one column, the reliable models as "k of m".
     out.add_table("languages", languages.assign(
+        shown_verdict=[f"{verdict} (pooled drop)" if by == "pooled drop" else verdict
+                       for verdict, by in zip(languages["verdict"], languages["decided_by"])],
         interval=interval_column(languages["low"], languages["high"]),
         reliable=[f"{k} of {m} models" for k, m in zip(languages["reliable_models"], languages["n_models"])]),
         LANGUAGE_STYLE)
@@ -51,6 +53,7 @@ def report(params: RunParams) -> Report:
         "n_models": int(cells["model"].nunique()), "alpha": params.alpha, "min_power": v.MIN_POWER,
         "n_real": int((cells["verdict"] == v.REAL).sum()), "n_noise": int((cells["verdict"] == v.NOISE).sum()),
         "n_underpowered": int((cells["verdict"] == v.UNDERPOWERED).sum()),
+        "n_pooled": int((languages["decided_by"] == "pooled drop").sum()),
         "faithful_text": ("Faithful-only drops come from the similarity table of chapter 01." if similarity is not None
                           else "This run has no similarity table, so the faithful-only column is empty."),
     })
