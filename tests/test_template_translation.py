@@ -186,7 +186,6 @@ class Echo(tr.Paraphraser):
 @pytest.mark.mirror("langbite", "prompts_en_us.csv", "prompts_es_es.csv", "prompts_ca_es.csv", "communities.json")
 def test_the_chapter_on_langbites_files(monkeypatch, tmp_path, mirror):
     langbite = mirror
-    from biasaudit.book.chapters import template_translation as chapter
     from biasaudit.templates.library import read_langbite_library
 
     templates, _, _ = read_langbite_library(langbite, ["es", "ca"])
@@ -318,7 +317,6 @@ def test_the_run_languages_stand_in_when_the_library_has_none_of_the_reference_l
 
 
 def test_with_no_reference_language_every_section_says_so(monkeypatch, tmp_path):
-    from biasaudit.book.chapters import template_translation as chapter
 
     monkeypatch.setattr(comparison, "find_langbite", lambda: None)
     monkeypatch.setattr(comparison, "make_translator", lambda name, **_: pytest.fail("nothing is to be translated"))
@@ -598,7 +596,6 @@ def test_the_item_sentence_reads_for_one_cell_several_and_no_change():
 
 
 def test_a_run_without_translators_still_paraphrases_and_says_so(monkeypatch, tmp_path):
-    from biasaudit.book.chapters import template_translation as chapter
 
     monkeypatch.setattr(comparison, "find_langbite", lambda: None)
     monkeypatch.setattr(comparison, "make_translator", lambda name, **_: pytest.fail("no translator is named"))
