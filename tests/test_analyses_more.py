@@ -506,3 +506,70 @@ def test_case_study_picks_the_item_strong_in_every_model():
     none_leans = table([record("m1", "a", "en", 0.3), record("m1", "a", "de", 0.3), record("m1", "b", "en", 0.45),
                         record("m1", "b", "de", 0.4)])
     assert analyses.pick_case(none_leans) == "a", "no item leans stereotyped: the strongest lean either way"
+
+
+def _rewording_table(models_routes: dict[tuple[str, str], list[tuple[float, float]]]) -> pd.DataFrame:
+    """English originals and one rewording route per key, from (soft English, soft reworded) pairs."""
+    rows, seen = [], set()
+    for (model, via), pairs in models_routes.items():
+        for i, (english, reworded) in enumerate(pairs):
+            if (model, i) not in seen:
+                rows.append(score_row(model, f"b{i}", "en", english))
+                seen.add((model, i))
+            rows.append(score_row(model, f"b{i}", "en", reworded, variant="rewording", via=via))
+    return pd.DataFrame(rows)
+
+
+def test_paper_spike_in_on_one_cell_worked_by_hand():
+    """With one null cell every run spikes it: the shift is the mean of sigmoid(logit(s) + δ) − s over its
+    reworded items, and (8 items: the exact sign-flip test) the power is 1 when the exact p of the
+    spiked changes is below alpha and 0 otherwise, worked out here by enumerating the 256 sign vectors."""
+    import itertools
+
+    english = [0.62, 0.55, 0.48, 0.71, 0.35, 0.66, 0.52, 0.58]
+    reworded = [0.60, 0.57, 0.45, 0.72, 0.36, 0.63, 0.50, 0.59]
+    table = _rewording_table({("m", "de"): list(zip(english, reworded))})
+    deltas = [0.0, 0.2, 1.0]
+    out = analyses.paper_spike_in(table, StudyOptions(seed=3), deltas=deltas, n_runs=5).set_index("delta")
+    for delta in deltas:
+        spiked = expit(logit(np.array(reworded)) + delta)
+        assert out.loc[delta, "shift"] == pytest.approx(np.mean(spiked - reworded))
+        changes = spiked - np.array(english)
+        means = [abs(np.mean(changes * np.array(signs))) for signs in itertools.product([1, -1], repeat=8)]
+        p = np.mean(np.array(means) >= abs(changes.mean()) - 1e-12)
+        assert out.loc[delta, "power"] == (1.0 if p < 0.05 else 0.0)
+    assert out.loc[0.0, "power"] == 0.0 and out.loc[1.0, "power"] == 1.0, "the case spans both outcomes"
+    assert np.isnan(out.loc[0.0, "false_pos"]), "no other cell"
+
+
+def test_paper_spike_in_draws_one_cell_per_run_and_tests_it_among_the_observed_ones():
+    rng = np.random.default_rng(4)
+    cells = {}
+    for model in ("m1", "m2"):
+        for via in ("de", "fi", "ja"):
+            english = rng.uniform(0.3, 0.7, size=40)
+            cells[(model, via)] = list(zip(english, np.clip(english + rng.normal(0, 0.02, size=40), 0.01, 0.99)))
+    table = _rewording_table(cells)
+    options = StudyOptions(seed=9, n_permutations=2000)
+    out = analyses.paper_spike_in(table, options, deltas=[0.0, 0.3, 2.0], n_runs=30).set_index("delta")
+    assert (out["n_cells"] == 6).all() and (out["n_runs"] == 30).all()
+    assert out.loc[0.0, "shift"] == pytest.approx(0.0, abs=1e-15) and 0 < out.loc[0.3, "shift"] < out.loc[2.0, "shift"]
+    assert out.loc[2.0, "power"] == 1.0 and out.loc[0.0, "power"] <= 0.1
+    assert out.loc[2.0, "false_pos"] <= 0.05, "the other cells keep their observed (null) p-values"
+    again = analyses.paper_spike_in(table.sample(frac=1.0, random_state=1), options, deltas=[0.0, 0.3, 2.0],
+                                    n_runs=30).set_index("delta")
+    pd.testing.assert_frame_equal(out, again)
+
+
+def test_spike_in_comparison_uses_both_curves_monte_carlo_errors():
+    mine = pd.DataFrame({"delta": [0.1, 0.2], "n_runs": 400, "shift": [0.0210, 0.0400], "shift_se": [0.0004, 0.0004],
+                         "power": [0.30, 0.90], "power_se": [np.sqrt(0.3 * 0.7 / 400), np.sqrt(0.9 * 0.1 / 400)]})
+    released = pd.DataFrame({"delta": [0.1, 0.2], "shift": [0.0200, 0.0401], "power": [0.10, 0.775]})
+    book = pd.DataFrame({"detected": [0.4, 0.95]})
+    table = analyses.detection.spike_in_comparison(mine, released, book).set_index("delta")
+    # shift: |0.0210 − 0.0200| = 0.0010 against 2 × 0.0004 × √(1 + 400/40) = 0.00265: within
+    assert table.loc[0.1, "shift_agrees"] and table.loc[0.2, "shift_agrees"]
+    # power at 0.1: |0.30 − 0.10| = 0.20 against 2 × √(0.3·0.7/400 + 0.1·0.9/40) = 0.105: not within
+    # power at 0.2: |0.90 − 0.775| = 0.125 against 2 × √(0.9·0.1/400 + 0.775·0.225/40) = 0.138: within
+    assert not table.loc[0.1, "power_agrees"] and table.loc[0.2, "power_agrees"]
+    assert table["power_book"].tolist() == [0.4, 0.95]

@@ -233,3 +233,16 @@ def test_the_items_tables_count_versions_per_language_and_bases_per_dimension():
                                         {"dimension": "gender", "bbq": 0, "written": 1, "all": 1}]
     one_source = items.base_counts(table.loc[(table["variant"] == "original") & (table["source"] == "written")])
     assert list(one_source.columns) == ["dimension", "written"], "no total beside a single source"
+
+
+def test_spike_in_sentence_says_where_shift_and_power_differ():
+    from biasaudit.book.chapters.detection import spike_in_text
+
+    table = pd.DataFrame({"delta": [0.0, 0.05, 0.1], "shift_agrees": [True, True, True],
+                          "power_agrees": [True, False, False]})
+    text = spike_in_text(table, n_models=1, n_cells=3)
+    assert text.startswith("On this run's 3 null cells (1 model(s) with rewordings), the shift is within two Monte "
+                           "Carlo standard errors of the released one at every δ, and the power differs from the "
+                           "released one by more than two Monte Carlo standard errors at δ = 0.05 and 0.1.")
+    both = spike_in_text(table.assign(power_agrees=True), n_models=4, n_cells=12)
+    assert "the power is within two Monte Carlo standard errors of the released one at every δ." in both

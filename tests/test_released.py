@@ -271,7 +271,7 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
 
 def test_released_file_urls_are_pinned():
     files = {f.name: f for f in release_files.released_files()}
-    assert len(files) == 2 * len(release_files.RELEASED_MODELS) + 3
+    assert len(files) == 2 * len(release_files.RELEASED_MODELS) + 4  # label fix, cells, floor, spike-in
     assert all(len(f.commit) == 40 for f in files.values())
     assert files["label_fix.json"].sha256 == "911344c04f393cb64a3001cd307ac9b8ae68360eecc88b2349c911004ef0b6bd"
 

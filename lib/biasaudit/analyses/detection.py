@@ -7,6 +7,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
+from scipy.special import expit, logit
 
 from biasaudit.analyses import stats
 from biasaudit.analyses.scores import (
@@ -147,3 +148,79 @@ def detection_power(
     return pd.DataFrame(rows, columns=columns)
 
 
+
+
+def paper_spike_in(
+    scores: pd.DataFrame,
+    options: StudyOptions = DEFAULT_OPTIONS,
+    *,
+    deltas: list[float] | tuple[float, ...] = (0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5),
+    n_runs: int = 40,
+) -> pd.DataFrame:
+    """The paper's spike-in (its Figure 1), as its released description gives it.
+
+    The null cells are the model × route cells of English rewordings against their originals, as
+    observed (no fresh signs). In each run one cell is drawn at random and `delta` nats are added to
+    the log-odds of its reworded versions (log p(stereotyped) − log p(anti-stereotyped), per-token
+    means), the soft score recomputed through the sigmoid, so the shift differs from item to item;
+    that cell is retested with the sign-flip test and Benjamini–Hochberg runs over all null cells,
+    the others keeping their observed p-values. One row per δ: delta, n_cells, n_runs, shift (mean
+    over runs of the spiked cell's mean soft shift) and shift_se (its Monte Carlo standard error over
+    runs), power (share of runs whose spiked cell is called reliable), power_se (its binomial standard
+    error), false_pos (share of the other cells called
+    reliable, over runs). The book's own mechanism is `detection_power`.
+    """
+    if n_runs < 1:
+        raise ValueError(f"n_runs must be at least 1, got {n_runs}")
+    scored = item_scores(scores, options.aggregate)
+    pairs = english_rewording_pairs(scored).dropna(subset=["change"])
+    columns = ["delta", "n_cells", "n_runs", "shift", "shift_se", "power", "power_se", "false_pos"]
+    cells = [(key, group) for key, group in pairs.groupby(["model", "via"], sort=True)]
+    if not cells:
+        return pd.DataFrame(columns=columns)
+
+    def pvalue(changes: np.ndarray, key: tuple) -> float:
+        rng = np.random.default_rng([options.seed, stats.group_seed_key(key)])
+        return stats.sign_flip_pvalue(changes, n_permutations=options.n_permutations, rng=rng)
+
+    observed = np.array([pvalue(g["change"].to_numpy(dtype=float), ("paper spike-in", *k)) for k, g in cells])
+    chooser = np.random.default_rng([options.seed, stats.group_seed_key(("paper spike-in", "chosen cells"))])
+    chosen = chooser.integers(0, len(cells), size=n_runs)
+    rows = []
+    for delta in (float(d) for d in deltas):
+        shifts, hits, false = [], [], []
+        for run, k in enumerate(chosen):
+            key, group = cells[k]
+            soft_en, soft = group["soft_en"].to_numpy(dtype=float), group["soft"].to_numpy(dtype=float)
+            spiked = expit(logit(soft) + delta)
+            shifts.append(float(np.mean(spiked - soft)))
+            p = observed.copy()
+            p[k] = pvalue(spiked - soft_en, ("paper spike-in", *key, run, delta))
+            reliable = sps.false_discovery_control(p, method="bh") < options.alpha
+            hits.append(bool(reliable[k]))
+            false.append(float(np.delete(reliable, k).mean()) if len(cells) > 1 else np.nan)
+        power = float(np.mean(hits))
+        rows.append({"delta": delta, "n_cells": len(cells), "n_runs": n_runs, "shift": float(np.mean(shifts)),
+                     "shift_se": float(np.std(shifts, ddof=1) / np.sqrt(n_runs)) if n_runs > 1 else np.nan,
+                     "power": power, "power_se": float(np.sqrt(power * (1 - power) / n_runs)),
+                     "false_pos": float(np.mean(false))})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def spike_in_comparison(mine: pd.DataFrame, released: pd.DataFrame, book: pd.DataFrame) -> pd.DataFrame:
+    """The paper's spike-in three ways, per δ (nats): this run's `paper_spike_in` (shift, power), the
+    released curve (`spike_in_null.csv`: shift, power) and the book's own mechanism at the same soft
+    shift (`detection_power` with `inject="one"`, its deltas the released shifts, in the same order).
+    `shift_agrees` and `power_agrees` say whether this run's shift and power are within two Monte Carlo
+    standard errors of the released ones (the released curve's own error taken from its 40 runs; the shift's from this run's
+    spread of per-run shifts)."""
+    table = mine.merge(released[["delta", "shift", "power"]], on="delta", suffixes=("", "_released"))
+    runs_released = 40
+    power_se = np.sqrt(table["power_se"] ** 2
+                       + table["power_released"] * (1 - table["power_released"]) / runs_released)
+    shift_se = table["shift_se"] * np.sqrt(1 + table["n_runs"] / runs_released)
+    table["shift_agrees"] = (table["shift"] - table["shift_released"]).abs() <= 2 * shift_se
+    table["power_agrees"] = (table["power"] - table["power_released"]).abs() <= 2 * power_se
+    table["power_book"] = book["detected"].to_numpy()[:len(table)] if len(book) >= len(table) else np.nan
+    return table[["delta", "shift", "shift_released", "shift_agrees", "power", "power_released", "power_agrees",
+                  "power_book"]]

@@ -19,6 +19,7 @@ KNOWN_SHA256: dict[str, str] = {
     "llama3.1-8b_noise_floor.csv": "2d89533b3f5f0f19c138b68f37a0680b5d9b082dcda2998c13a24e49f6b1b649",
     "cell_tests.csv": "d857af49ff233e01866b53d3c9b60dddcb2f461d95350a25d59dd9f144e09f00",
     "floor_tests.csv": "195b6c3dcdc531ab78a8c9ee122bf9850f3ecd8ef1f52700300a79e0344a5f0d",
+    "spike_in_null.csv": "e7d9a1fd7970906917a8517c3a08f26e420d3cfb399cc6e3f9381298592a331c",
 }
 
 
@@ -46,7 +47,8 @@ def released_file(name: str, path: str, commit: str) -> PinnedFile:
 
 def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
     """The files `fetch_released` downloads: per model the item and noise-floor scores, then
-    label_fix.json and (optionally) the paper's own per-cell results, all at pinned commits."""
+    label_fix.json and (optionally) the paper's own per-cell results and spike-in curve, all at pinned
+    commits."""
     chosen = list(RELEASED_MODELS if models is None else models)
     unknown = [m for m in chosen if m not in RELEASED_MODELS]
     if unknown:
@@ -60,7 +62,7 @@ def released_files(models: Iterable[str] | None = None, *, with_paper_results: b
                                    f"{base}results/v2/noise_floor/{model}_noise_floor.csv", RESULTS_COMMIT))
     files.append(released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
     if with_paper_results:
-        for name in ("cell_tests.csv", "floor_tests.csv"):
+        for name in ("cell_tests.csv", "floor_tests.csv", "spike_in_null.csv"):
             files.append(released_file(name, f"{base}results/reanalysis/{name}", RESULTS_COMMIT))
     return files
 

@@ -8,6 +8,7 @@ from biasaudit import analyses
 from biasaudit.book import charts
 from biasaudit.book.chapters.faithful import read_similarity
 from biasaudit.book.report import Report, TableStyle, spoken_list
+from biasaudit.data import released
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
 from biasaudit.translate.languages import language_label
@@ -38,6 +39,57 @@ def language_summary(curves: pd.DataFrame, cells: pd.DataFrame, verdict_cells: p
                      "power_observed": float(power.get(language, float("nan"))),
                      "delta_80": float(caught.min()) if len(caught) else float("nan")})
     return pd.DataFrame(rows)
+
+
+def _yes_no(value: object) -> str:
+    return "yes" if bool(value) else "no"
+
+
+SPIKE_RUNS = 400  # the paper used 40 per δ; ten times as many make this run's Monte Carlo error small
+SPIKE_STYLE = TableStyle(columns={
+    "delta": "δ added to the log-odds (nats)", "shift": "shift, this run", "shift_released": "shift, released",
+    "shift_agrees": "shift within 2 SE", "power": "power, this run", "power_released": "power, released",
+    "power_agrees": "power within 2 SE", "power_book": "power, book's mechanism"},
+    formats={"power": "{:.0%}", "power_released": "{:.0%}", "power_book": "{:.0%}", "shift_agrees": _yes_no,
+             "power_agrees": _yes_no},
+    decimals=3, empty="")
+
+
+def spike_in_text(table: pd.DataFrame, n_models: int, n_cells: int) -> str:
+    """What the paper's spike-in shows on this run, against the released curve."""
+    parts = []
+    for what in ("shift", "power"):
+        off = [f"{d:g}" for d in table.loc[~table[f"{what}_agrees"].astype(bool), "delta"]]
+        parts.append(f"the {what} is within two Monte Carlo standard errors of the released one at every δ" if not off
+                     else f"the {what} differs from the released one by more than two Monte Carlo standard errors at "
+                          f"δ = {spoken_list(off)}")
+    return (f"On this run's {n_cells} null cells ({n_models} model(s) with rewordings), {parts[0]}, and {parts[1]}. "
+            "The released curve comes from the paper's 12 null cells of four models: with other cells, "
+            "Benjamini–Hochberg runs over another family and the cells' own scatter differs, so the power need not "
+            "match, while the shift, a property of the items' scores, should.")
+
+
+def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
+    """The paper's spike-in on this run beside the released curve, when this run reads released scores."""
+    if not params.released_scores:
+        return pd.DataFrame(), ("This run reads no released scores, so the paper's spike-in is not compared here: the "
+                                "released part's copy of this page does it.")
+    folder = released.resolve_released_source(params.released_scores)
+    path = (folder if folder.is_dir() else folder.parent) / "spike_in_null.csv"
+    if not path.is_file():
+        return pd.DataFrame(), "The released files at hand lack spike_in_null.csv, the paper's curve."
+    paper = pd.read_csv(path)
+    missing = {"delta", "shift", "power"} - set(paper.columns)
+    if missing:
+        return pd.DataFrame(), f"{path.name} lacks the column(s) {sorted(missing)} of the paper's curve, so it is not compared."
+    deltas = [float(d) for d in paper["delta"]]
+    mine = study.computed("paper_spike_in", lambda: analyses.paper_spike_in(
+        study.scores, study.options, deltas=deltas, n_runs=SPIKE_RUNS), deltas, SPIKE_RUNS)
+    book = study.computed("detection", lambda: analyses.detection_power(
+        study.scores, study.options, deltas=[float(x) for x in paper["shift"]], n_runs=SPIKE_RUNS, inject="one"),
+        [float(x) for x in paper["shift"]], SPIKE_RUNS, "one")
+    table = analyses.detection.spike_in_comparison(mine, paper, book)
+    return table, spike_in_text(table, int(study.scores["model"].nunique()), int(mine["n_cells"].iloc[0]))
 
 
 def report(params: RunParams) -> Report:
@@ -78,6 +130,9 @@ def report(params: RunParams) -> Report:
                       "time, so a drop the test does not call reliable is evidence that no shift that large is "
                       "there."),
     })
+    spike, out.values["spike_in_text"] = spike_in(params, study)
+    out.values["spike_n_runs"] = SPIKE_RUNS
+    out.add_table("spike_in", spike, SPIKE_STYLE)
     out.figures["curve"] = charts.detection_curve(power, observed=observed, alpha=params.alpha)
     out.figures["languages"] = charts.language_curves(curves, by_language)
     return out
