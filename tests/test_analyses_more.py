@@ -573,3 +573,23 @@ def test_spike_in_comparison_uses_both_curves_monte_carlo_errors():
     # power at 0.2: |0.90 − 0.775| = 0.125 against 2 × √(0.9·0.1/400 + 0.775·0.225/40) = 0.138: within
     assert not table.loc[0.1, "power_agrees"] and table.loc[0.2, "power_agrees"]
     assert table["power_book"].tolist() == [0.4, 0.95]
+
+
+def test_released_label_settings_as_the_paper_ran_each_pipeline():
+    rows = [record("m", "ss_1", "en", 0.8, source="stereoset"), record("m", "bbq_A_1", "en", 0.6, source="bbq"),
+            record("m", "bbq_A_2", "en", 0.9, source="bbq"), record("m", "gp_1", "en", 0.7)]
+    raw = table(rows).drop(columns=[c for c in table(rows).columns if c.startswith(("lp_sum", "ntok"))])
+    fix = {"ss_1": {"stereotype": "anti_stereotype", "anti_stereotype": "stereotype", "unrelated": "unrelated"},
+           "bbq_A_1": {"stereotype": "stereotype", "anti_stereotype": "anti_stereotype", "unrelated": "unrelated"},
+           "bbq_A_2": None}
+    settings = analyses.released_label_settings(raw, fix, same_items=False)
+    bases = settings.groupby(["stereoset_label_map", "bbq_roles_by_order"])["base_id"].apply(set)
+    # bbq_A_2's roles cannot be recovered: a pipeline that fixes BBQ drops it, one with error 2 scores it as stored.
+    assert bases[(False, False)] == bases[(True, False)] == {"ss_1", "bbq_A_1", "gp_1"}
+    assert bases[(False, True)] == bases[(True, True)] == {"ss_1", "bbq_A_1", "bbq_A_2", "gp_1"}
+    only_labels = settings.loc[settings["stereoset_label_map"] & settings["bbq_roles_by_order"]].set_index("base_id")
+    assert only_labels.loc["bbq_A_2", "lp_mean_stereotyped"] == raw.set_index("base_id").loc["bbq_A_2", "lp_mean_stereotyped"]
+    errors = analyses.label_errors(settings, options=StudyOptions(n_permutations=100)).set_index("setting")
+    # By hand: both errors on, the English items as stored: 0.8, 0.6, 0.9, 0.7; fixed: 0.2 (ss_1 mirrored), 0.6, 0.7.
+    assert errors.loc["stereoset_label_map + bbq_roles_by_order", "english_soft"] == pytest.approx(0.75)
+    assert errors.loc["none", "english_soft"] == pytest.approx(0.5)

@@ -246,3 +246,12 @@ def test_spike_in_sentence_says_where_shift_and_power_differ():
                            "released one by more than two Monte Carlo standard errors at δ = 0.05 and 0.1.")
     both = spike_in_text(table.assign(power_agrees=True), n_models=4, n_cells=12)
     assert "the power is within two Monte Carlo standard errors of the released one at every δ." in both
+
+
+def test_the_two_released_label_error_tables_are_explained():
+    from biasaudit.book.chapters.label_errors import as_run_text
+
+    as_run, same = pd.DataFrame({"n_items": [362, 387, 362, 387]}), pd.DataFrame({"n_items": [362] * 4})
+    text = as_run_text(as_run, same)
+    assert "scores all of them as stored (387 English items), while one that fixes BBQ leaves out the 25" in text
+    assert as_run_text(pd.DataFrame(), same) == ""

@@ -93,19 +93,23 @@ _OPTION_OF_ROLE: dict[str, str] = {"stereotype": "stereotyped", "anti_stereotype
                                    "unrelated": "third"}
 
 
-def released_label_settings(raw: pd.DataFrame, label_fix: dict[str, dict[str, str] | None]) -> pd.DataFrame:
+def released_label_settings(raw: pd.DataFrame, label_fix: dict[str, dict[str, str] | None], *,
+                            same_items: bool = True) -> pd.DataFrame:
     """The paper's raw released scores under the four combinations of label errors 1 and 2.
 
     `raw` is `biasaudit.data.released.read_released(..., fix_labels=False)` (its StereoSet items still carry
     error 1, its BBQ items error 2) and `label_fix` the release's label_fix.json map
     (`biasaudit.data.released.read_label_fix`: base id → for each role, the role whose stored column really
     holds it, or None when the roles cannot be recovered). A setting with an error switched off applies the fix to that
-    source's items; base items whose roles cannot be recovered are left out of every setting, so
-    all four compare the same items. Returns the four tables stacked, with the flag columns
-    `label_errors` reads (scorer_boundary False: the release has no scores from the other scorer).
+    source's items. Base items whose roles cannot be recovered are left out of every setting with
+    `same_items` (all four compare the same items); without it, as the paper ran its pipelines, only a
+    setting that applies the fix to their source leaves them out: a pipeline with error 2 cannot know
+    which BBQ items are unrecoverable and scores them all, as stored. Returns the four tables
+    stacked, with the flag columns `label_errors` reads (scorer_boundary False: the release has no
+    scores from the other scorer).
     """
     dropped = {base for base, roles in label_fix.items() if roles is None}
-    table = raw.loc[~raw["base_id"].isin(dropped)].reset_index(drop=True)
+    table = raw.loc[~raw["base_id"].isin(dropped)].reset_index(drop=True) if same_items else raw.reset_index(drop=True)
     lp = {option: table[f"lp_mean_{option}"].to_numpy(copy=True) for option in _OPTION_OF_ROLE.values()}
     fixed = {option: values.copy() for option, values in lp.items()}
     for position, base in enumerate(table["base_id"]):
@@ -120,6 +124,8 @@ def released_label_settings(raw: pd.DataFrame, label_fix: dict[str, dict[str, st
             keep_raw = ((version["source"] == "stereoset") & label_map) | ((version["source"] == "bbq") & roles_by_order)
             for option in _OPTION_OF_ROLE.values():
                 version[f"lp_mean_{option}"] = np.where(keep_raw, lp[option], fixed[option])
+            if not same_items:  # the fixed pipeline of a source drops that source's unrecoverable items
+                version = version.loc[keep_raw | ~version["base_id"].isin(dropped)]
             frames.append(version.assign(stereoset_label_map=label_map, bbq_roles_by_order=roles_by_order,
                                          scorer_boundary=False))
     return pd.concat(frames, ignore_index=True)
