@@ -255,3 +255,18 @@ def test_the_two_released_label_error_tables_are_explained():
     text = as_run_text(as_run, same)
     assert "scores all of them as stored (387 English items), while one that fixes BBQ leaves out the 25" in text
     assert as_run_text(pd.DataFrame(), same) == ""
+
+
+def test_the_verdict_beside_the_papers_conclusion():
+    from biasaudit.analyses import verdict as v
+    from biasaudit.book.chapters.verdict import paper_table, paper_text
+
+    languages = pd.DataFrame({"language": ["ar", "hi", "ko", "sw", "es"],
+                              "verdict": [v.DISAGREE, v.REAL, v.REAL, v.REAL, v.UNDERPOWERED]})
+    table = paper_table(languages)
+    assert table["paper"].tolist() == ["no such claim", "drop exceeds rewording", "drop exceeds rewording",
+                                       "drop exceeds rewording", "no such claim"]
+    assert paper_text(table).startswith("The book's verdict and the paper's conclusion agree in every language")
+    apart = paper_table(languages.assign(verdict=[v.REAL, v.REAL, v.UNDERPOWERED, v.REAL, v.NOISE]))
+    assert paper_text(apart).startswith("They part ways for Arabic (ar) and Korean (ko).")
+    assert "not the paper's released study" in paper_text(pd.DataFrame())

@@ -25,6 +25,37 @@ CELL_STYLE = TableStyle(columns={
     "slope": "slope", "power": "power"}, formats={"power": "{:.0%}"})
 
 
+# The paper's own conclusion (its text, not a table): for these languages the drop clearly exceeds what
+# rewording English produces; for the others it does not claim so.
+PAPER_EXCEEDS: frozenset[str] = frozenset({"hi", "ko", "sw"})
+PAPER_STYLE = TableStyle(columns={"language": "language", "book": "this book's verdict", "paper": "the paper's conclusion"},
+                         formats={"language": language_label}, empty="")
+
+
+def paper_table(languages: pd.DataFrame) -> pd.DataFrame:
+    """The book's verdict per language beside the paper's conclusion (released runs only)."""
+    return pd.DataFrame({"language": languages["language"], "book": languages["verdict"],
+                         "paper": ["drop exceeds rewording" if code in PAPER_EXCEEDS else "no such claim"
+                                   for code in languages["language"]]})
+
+
+def paper_text(table: pd.DataFrame) -> str:
+    """Where the book's verdict and the paper's conclusion part ways, and why that can be."""
+    if table.empty:
+        return ("This run is not the paper's released study, so its verdicts are not set beside the paper's "
+                "conclusion (the released part's copy of this page does that).")
+    claims = table["paper"] == "drop exceeds rewording"
+    real = table["book"] == v.REAL
+    apart = table.loc[claims != real, "language"].tolist()
+    if not apart:
+        return ("The book's verdict and the paper's conclusion agree in every language: a real shift exactly where the "
+                "paper says the drop exceeds what rewording English produces.")
+    return (f"They part ways for {spoken_list([language_label(c) for c in apart])}. The paper reads the pooled drop "
+            "against the pooled noise floor; the book first asks each model's cell, and pools only when the cells that "
+            "have the power to tell do not agree, so a language can be a real shift in some models without the paper "
+            "claiming it, or the reverse.")
+
+
 def summary_text(languages: pd.DataFrame) -> str:
     parts = []
     for verdict in (*v.VERDICTS, v.DISAGREE):
@@ -48,6 +79,9 @@ def report(params: RunParams) -> Report:
         reliable=[f"{k} of {m} models" for k, m in zip(languages["reliable_models"], languages["n_models"])]),
         LANGUAGE_STYLE)
     out.add_table("cells", cells.assign(interval=interval_column(cells["low"], cells["high"])), CELL_STYLE)
+    paper = paper_table(languages) if params.released_scores else pd.DataFrame()
+    out.add_table("paper", paper, PAPER_STYLE)
+    out.values["paper_text"] = paper_text(paper)
     out.values.update({
         "summary_text": summary_text(languages), "n_languages": len(languages), "n_cells": len(cells),
         "n_models": int(cells["model"].nunique()), "alpha": params.alpha, "min_power": v.MIN_POWER,
