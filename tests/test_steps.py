@@ -60,3 +60,9 @@ def test_a_step_killed_while_writing_counts_as_not_run(runs, monkeypatch):
         write_step(params, "translate", changed)
     with pytest.raises(StepError, match="has not run"):  # not the old step.json beside half-new tables
         read_step(params, "translate")
+
+
+def test_a_step_with_no_table_still_records_that_it_ran(runs):
+    params = RunParams(run_name="s")
+    write_step(params, "translate", StepTables({}, {"embedder": "x"}))
+    assert read_step(params, "translate").values == {"embedder": "x"}

@@ -3,9 +3,9 @@
 Scoring (chapter 02), translating and judging (01), rerunning the pipeline errors (20), asking the
 template tests (30) and comparing translators (31) are pipeline steps: each computes its tables once
 and writes them here (scores themselves go to the run's score store, `run.store`), and the
-chapter's `report(params)` only reads and formats them. A step writes its tables first and its `step.json`
-(the params it was made with, and a few values) last, each under a temporary name renamed into
-place, so a step killed half-way leaves no `step.json` and is simply run again (the model outputs it
+chapter's `report(params)` only reads and formats them. A step removes its old `step.json`, writes
+its tables, and writes its new `step.json` (the params it was made with, and a few values) last,
+each file under a temporary name renamed into place, so a step killed half-way leaves no `step.json` and is simply run again (the model outputs it
 had made are in the shared caches, so nothing is asked twice). A chapter reading tables made with
 other params gets an error saying which step to run, never stale numbers.
 """
@@ -59,6 +59,7 @@ def _params_key(params) -> dict:
 def write_step(params, step: str, made: StepTables) -> Path:
     """Write a step's tables, then its step.json (the params it was made with, its values)."""
     folder = step_dir(params.run_name, step)
+    folder.mkdir(parents=True, exist_ok=True)
     (folder / "step.json").unlink(missing_ok=True)  # from here until the end, the step counts as not run
     for name, table in made.tables.items():
         write_atomically(table, folder / f"{name}.parquet")
