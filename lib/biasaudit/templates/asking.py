@@ -21,9 +21,9 @@ from typing import Literal
 import pandas as pd
 
 from biasaudit.lm.generate import GenerationError, Generator, ask
+from biasaudit.run.keyvalue import KeyValueStore
 from biasaudit.templates.library import instances, prompts
 from biasaudit.templates.oracles import Unprocessable, evaluate
-from biasaudit.translate.cache import KeyValueStore
 
 EVALUATION_COLUMNS: list[str] = ["model", "template_id", "base_id", "concern", "language", "variant", "via",
                                  "input_type", "reflection_type", "operation", "verdict", "verdict_langbite",
