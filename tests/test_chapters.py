@@ -270,3 +270,11 @@ def test_the_verdict_beside_the_papers_conclusion():
     apart = paper_table(languages.assign(verdict=[v.REAL, v.REAL, v.UNDERPOWERED, v.REAL, v.NOISE]))
     assert paper_text(apart).startswith("They part ways for Arabic (ar) and Korean (ko).")
     assert "not the paper's released study" in paper_text(pd.DataFrame())
+
+
+def test_which_languages_the_pooled_drop_decided():
+    from biasaudit.book.chapters.verdict import pooled_text
+
+    languages = pd.DataFrame({"language": ["ar", "zh", "es"], "decided_by": ["cells", "pooled drop", "pooled drop"]})
+    assert pooled_text(languages) == "In this run the pooled drop decided Chinese (zh) and Spanish (es)."
+    assert pooled_text(languages.assign(decided_by="cells")) == "In this run the cells decided every language."

@@ -56,6 +56,14 @@ def paper_text(table: pd.DataFrame) -> str:
             "claiming it, or the reverse.")
 
 
+def pooled_text(languages: pd.DataFrame) -> str:
+    """Which languages the pooled drop decided (the table marks them)."""
+    pooled = languages.loc[languages["decided_by"] == "pooled drop", "language"].tolist()
+    if not pooled:
+        return "In this run the cells decided every language."
+    return f"In this run the pooled drop decided {spoken_list([language_label(c) for c in pooled])}."
+
+
 def summary_text(languages: pd.DataFrame) -> str:
     parts = []
     for verdict in (*v.VERDICTS, v.DISAGREE):
@@ -87,7 +95,7 @@ def report(params: RunParams) -> Report:
         "n_models": int(cells["model"].nunique()), "alpha": params.alpha, "min_power": v.MIN_POWER,
         "n_real": int((cells["verdict"] == v.REAL).sum()), "n_noise": int((cells["verdict"] == v.NOISE).sum()),
         "n_underpowered": int((cells["verdict"] == v.UNDERPOWERED).sum()),
-        "n_pooled": int((languages["decided_by"] == "pooled drop").sum()),
+        "pooled_text": pooled_text(languages),
         "faithful_text": ("Faithful-only drops come from the similarity table of chapter 01." if similarity is not None
                           else "This run has no similarity table, so the faithful-only column is empty."),
     })
