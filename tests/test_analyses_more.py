@@ -368,10 +368,15 @@ def test_label_errors_by_hand():
     assert set(per_source["source"]) == {"stereoset"}
 
 
-def test_released_label_settings_permute_by_the_map():
+def released_raw() -> pd.DataFrame:
+    """Four English items as a release stores them (per-token means only): StereoSet, two BBQ, one written."""
     rows = [record("m", "ss_1", "en", 0.8, source="stereoset"), record("m", "bbq_A_1", "en", 0.6, source="bbq"),
             record("m", "bbq_A_2", "en", 0.9, source="bbq"), record("m", "gp_1", "en", 0.7)]
-    raw = table(rows).drop(columns=[c for c in table(rows).columns if c.startswith(("lp_sum", "ntok"))])
+    return table(rows).drop(columns=[c for c in table(rows).columns if c.startswith(("lp_sum", "ntok"))])
+
+
+def test_released_label_settings_permute_by_the_map():
+    raw = released_raw()
     fix = {"ss_1": {"stereotype": "anti_stereotype", "anti_stereotype": "stereotype", "unrelated": "unrelated"},
            "bbq_A_1": {"stereotype": "unrelated", "anti_stereotype": "stereotype", "unrelated": "anti_stereotype"},
            "bbq_A_2": None}
@@ -576,9 +581,7 @@ def test_spike_in_comparison_uses_both_curves_monte_carlo_errors():
 
 
 def test_released_label_settings_as_the_paper_ran_each_pipeline():
-    rows = [record("m", "ss_1", "en", 0.8, source="stereoset"), record("m", "bbq_A_1", "en", 0.6, source="bbq"),
-            record("m", "bbq_A_2", "en", 0.9, source="bbq"), record("m", "gp_1", "en", 0.7)]
-    raw = table(rows).drop(columns=[c for c in table(rows).columns if c.startswith(("lp_sum", "ntok"))])
+    raw = released_raw()
     fix = {"ss_1": {"stereotype": "anti_stereotype", "anti_stereotype": "stereotype", "unrelated": "unrelated"},
            "bbq_A_1": {"stereotype": "stereotype", "anti_stereotype": "anti_stereotype", "unrelated": "unrelated"},
            "bbq_A_2": None}
