@@ -76,6 +76,16 @@ def _checked_models(names: list[str]) -> list[str]:
     return names
 
 
+def _languages_check(*fields: str):
+    """The language-code check of a section's own fields (each section declares its own)."""
+    return field_validator(*fields)(classmethod(lambda cls, codes: _checked_languages(codes)))
+
+
+def _models_check(*fields: str):
+    """The model-name check of a section's own fields."""
+    return field_validator(*fields)(classmethod(lambda cls, names: _checked_models(names)))
+
+
 class BookParams(_Section):
     """The run's name and what the book runner itself reads (no notebook declares these)."""
 
@@ -102,10 +112,7 @@ class ItemParams(_Section):
     bbq_roles_by_order: bool = Field(False, description="pipeline error 2 on purpose")
     released_scores: str = Field("", description='the paper\'s released scores: a folder, or "download"')
 
-    @field_validator("languages")
-    @classmethod
-    def _item_languages(cls, codes: list[str]) -> list[str]:
-        return _checked_languages(codes)
+    _item_languages = _languages_check("languages")
 
     @field_validator("item_banks")
     @classmethod
@@ -142,10 +149,7 @@ class ScoringParams(_Section):
     scoring_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description='"auto": bf16 on CUDA, fp32 on a CPU; "bfloat16" on a CPU is the fast path')
 
-    @field_validator("models")
-    @classmethod
-    def _scoring_models(cls, names: list[str]) -> list[str]:
-        return _checked_models(names)
+    _scoring_models = _models_check("models")
 
     @field_validator("batch_size", mode="before")
     @classmethod
@@ -189,10 +193,7 @@ class TranslationParams(_Section):
     back_translate: bool = False
     pivots: list[str] = Field(default_factory=list)
 
-    @field_validator("sample_languages", "pivots")
-    @classmethod
-    def _translation_languages(cls, codes: list[str]) -> list[str]:
-        return _checked_languages(codes)
+    _translation_languages = _languages_check("sample_languages", "pivots")
 
 
 class ChapterParams(_Section):
@@ -208,10 +209,7 @@ class ChapterParams(_Section):
     source_items: int = Field(3, ge=0)
     base_id: str = ""
 
-    @field_validator("rescore_languages")
-    @classmethod
-    def _chapter_languages(cls, codes: list[str]) -> list[str]:
-        return _checked_languages(codes)
+    _chapter_languages = _languages_check("rescore_languages")
 
     @field_validator("deltas")
     @classmethod
@@ -283,15 +281,9 @@ class ReferenceParams(_Section):
     max_paraphrases: int = Field(1, ge=1, le=5)
     reply_tokens: int = Field(48, ge=8, description="most tokens a translator or paraphraser writes per reply (31)")
 
-    @field_validator("reference_languages")
-    @classmethod
-    def _reference_languages(cls, codes: list[str]) -> list[str]:
-        return _checked_languages(codes)
+    _reference_languages = _languages_check("reference_languages")
 
-    @field_validator("translators")
-    @classmethod
-    def _reference_models(cls, names: list[str]) -> list[str]:
-        return _checked_models(names)
+    _reference_models = _models_check("translators")
 
     @field_validator("reference_library")
     @classmethod
