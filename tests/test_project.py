@@ -117,8 +117,11 @@ def _tracked_text_files() -> list[Path]:
 def test_the_project_stands_on_its_own():
     """No file points outside the repository (only .ci/run may name the CI's data mirror), and every
     section of docs/design.md or docs/langbite.md that a file cites exists."""
-    outside = re.compile(r"\.\./shared|shared/data|DESIGN\.md|SEMANTICS|PROVENANCE\.md")
-    allowed = {Path(".ci/run"), Path("tests/test_project.py")}  # the CI's mirror; the patterns themselves
+    allowed = {Path(".ci/run")}  # CI points the data variable at the mirror when it has one
+    # The names are put together here, so that this test does not itself name the mirror's layout.
+    mirror = "shared"
+    names = ["../" + mirror, mirror + "/data", "DESIGN" + ".md", "SEMAN" + "TICS", "PROVENANCE" + ".md"]
+    outside = re.compile("|".join(re.escape(name) for name in names))
     found = [f"{p.relative_to(ROOT)}:{n}" for p in _tracked_text_files() if p.relative_to(ROOT) not in allowed
              for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1)
              if outside.search(line)]
