@@ -9,6 +9,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from biasaudit.lm import openai_http
 from biasaudit.lm.generate import (
     GenerationError,
     GenerationSettings,
@@ -127,13 +128,29 @@ def test_an_openai_compatible_server_over_http(local, monkeypatch, tmp_path):
 def test_server_failures_become_errors_not_crashes(local):
     server = Server(local, fail_first=1)
     try:
-        remote = OpenAIGenerator("tiny-served", server.url, GenerationSettings(max_new_tokens=4))
+        remote = OpenAIGenerator("tiny-served", server.url, GenerationSettings(max_new_tokens=4), retries=0)
         first, second = remote.generate(PROMPTS[:2])
         assert isinstance(first, GenerationError) and "503" in first.reason and isinstance(second, str)
     finally:
         server.close()
-    gone = OpenAIGenerator("x", "http://127.0.0.1:9/v1", timeout=2).generate(["hello"])[0]
+    gone = OpenAIGenerator("x", "http://127.0.0.1:9/v1", timeout=2, retries=1, backoff_s=0).generate(["hello"])[0]
     assert isinstance(gone, GenerationError) and "no answer" in gone.reason
+
+
+def test_a_busy_server_is_asked_again_after_a_pause(local):
+    server = Server(local, fail_first=2)
+    pauses = []
+    try:
+        remote = OpenAIGenerator("tiny-served", server.url, GenerationSettings(max_new_tokens=4), retries=2)
+        remote_post = openai_http.post_json
+        reply = remote_post(remote._client, f"{server.url}/chat/completions",
+                            {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 4},
+                            retries=2, backoff_s=0.5, sleep=pauses.append)
+        assert reply["choices"][0]["message"]["content"] == local.generate(PROMPTS[:1], max_new_tokens=4)[0]
+        assert pauses == [0.5, 1.0], "two 503s, each followed by a doubling pause"
+        assert isinstance(remote.generate(PROMPTS[1:2])[0], str) and len(server.requests) == 4
+    finally:
+        server.close()
 
 
 @pytest.mark.parametrize("dtype", ["auto", "float32", "bfloat16"])

@@ -8,9 +8,10 @@
   the turn; with a temperature above 0 each prompt is sampled alone from a generator seeded by
   (seed, prompt, attempt), so a reply does not depend on which prompts shared its batch.
 - `OpenAIGenerator`: `POST {base_url}/chat/completions` of a server that speaks the OpenAI API
-  (vLLM, TGI, Ollama, llama.cpp). The key comes from an environment variable and is never logged
-  or stored. A network error, a timeout or an error reply is returned as a `GenerationError` for that
-  prompt (it counts as unprocessable and is retried by the template tests), never raised.
+  (vLLM, TGI, Ollama, llama.cpp), through httpx (`lm.openai_http`: one client, timeouts, retries with
+  backoff on no answer, 429 and 5xx). The key comes from an environment variable and is never logged
+  or stored. A request that still fails, or an error reply, is returned as a `GenerationError` for
+  that prompt (it counts as unprocessable and is retried by the template tests), never raised.
 - `ask`: the prompts not yet answered go to the model in batches with a progress bar; every batch
   is stored in an on-disk cache keyed by (backend, model, settings, prompt, attempt) as soon as it is
   answered, so a killed run asks nothing twice. Errors are not cached.
@@ -22,9 +23,6 @@ they are always sent.
 from __future__ import annotations
 
 import json
-import os
-import urllib.error
-import urllib.request
 import zlib
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
@@ -33,6 +31,7 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from biasaudit.lm import openai_http as http
 from biasaudit.lm.registry import (
     OFFLINE_MODELS,
     default_device,
@@ -220,11 +219,11 @@ class OpenAIGenerator(Generator):
     backend = "openai"
 
     def __init__(self, model: str, base_url: str, settings: GenerationSettings = GenerationSettings(), *,
-                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0):
+                 api_key_env: str = "OPENAI_API_KEY", timeout: float = 60.0, retries: int = 2, backoff_s: float = 1.0):
         super().__init__(model, settings)
         self.base_url = base_url.rstrip("/")
-        self.api_key_env = api_key_env
-        self.timeout = timeout
+        self.retries, self.backoff_s = retries, backoff_s
+        self._client = http.client(api_key_env=api_key_env, timeout=timeout)
 
     def describe(self) -> dict:
         return {**super().describe(), "base_url": self.base_url}  # the key is never part of it
@@ -233,21 +232,13 @@ class OpenAIGenerator(Generator):
         body = {"model": self.name, "messages": [{"role": "user", "content": prompt}],
                 "max_tokens": max_new_tokens or self.settings.max_new_tokens, "temperature": self.settings.temperature,
                 "seed": self.settings.seed + attempt - 1}
-        headers = {"Content-Type": "application/json"}
-        key = os.environ.get(self.api_key_env)
-        if key:
-            headers["Authorization"] = f"Bearer {key}"
-        request = urllib.request.Request(f"{self.base_url}/chat/completions", data=json.dumps(body).encode(),
-                                         headers=headers, method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                content = json.loads(response.read().decode("utf-8"))
+            content = http.post_json(self._client, f"{self.base_url}/chat/completions", body, retries=self.retries,
+                                     backoff_s=self.backoff_s)
             reply = content["choices"][0]["message"]["content"]
-        except urllib.error.HTTPError as err:
-            return GenerationError(f"the server answered HTTP {err.code}")
-        except (urllib.error.URLError, TimeoutError, OSError) as err:
-            return GenerationError(f"no answer from {self.base_url} ({type(err).__name__}: {err})")
-        except (ValueError, KeyError, IndexError, TypeError) as err:
+        except http.HTTPFailure as err:
+            return GenerationError(str(err))
+        except (KeyError, IndexError, TypeError) as err:
             return GenerationError(f"not an OpenAI chat completion ({type(err).__name__}: {err})")
         if not isinstance(reply, str):
             return GenerationError("the reply has no text")

@@ -197,6 +197,13 @@ def resolve_model_path(model: str) -> str:
     return model
 
 
+def load_tokenizer(model: str) -> "PreTrainedTokenizerBase":
+    """A model's tokenizer alone (an engine that runs the model elsewhere still tokenizes here)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(resolve_model_path(model))
+
+
 def load_model(
     model: str, *, device: str | None = None, dtype: "torch.dtype | None" = None
 ) -> "tuple[PreTrainedModel, PreTrainedTokenizerBase]":

@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, validate_items
+from biasaudit.lm.engines import scores_frame
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model
 from biasaudit.lm.tokens import (
     Sequence,
@@ -191,20 +192,17 @@ def _score_sequences(
     return results, batch_size
 
 
-def _scores_frame(items: pd.DataFrame, results: dict[tuple[int, str], tuple[float, int]], model_name: str,
-                  scorer_boundary: bool) -> pd.DataFrame:
-    table = items[ITEM_COLUMNS].reset_index(drop=True).copy()
-    table.insert(0, "model", model_name)
-    for option in OPTIONS:
-        sums = np.array([results.get((row, option), (0.0, 0))[0] for row in range(len(table))])
-        counts = np.array([results.get((row, option), (0, 0))[1] for row in range(len(table))])
-        table[f"lp_sum_{option}"] = sums
-        table[f"ntok_{option}"] = counts
-        # A continuation with no scored tokens (only under the boundary error) gets 0, as the
-        # buggy pipelines that divide by max(count, 1) do.
-        table[f"lp_mean_{option}"] = sums / np.maximum(counts, 1)
-    table["scorer_boundary"] = scorer_boundary
-    return table
+@torch.inference_mode()
+def prompt_logprobs(network: PreTrainedModel, prompts: list[list[int]]) -> list[list[float | None]]:
+    """Per token of each prompt its log-prob given the tokens before it (entry 0 None), one prompt at
+    a time in plain causal attention: what another engine's prompt log-probs are checked against."""
+    device = next(network.parameters()).device
+    out = []
+    for ids in prompts:
+        logits = network(input_ids=torch.tensor([ids], device=device), use_cache=False).logits[0].float()
+        logprobs = torch.log_softmax(logits[:-1], dim=-1).gather(1, torch.tensor(ids[1:], device=device)[:, None])
+        out.append([None, *logprobs.squeeze(1).double().cpu().tolist()])
+    return out
 
 
 def score(
@@ -306,7 +304,7 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
                 for option, (total, count) in sums.items():
                     first, _ = results[(row, option)]
                     results[(row, option)] = (total - first if count > 1 else 0.0, count - 1)
-            scored = _scores_frame(chunk, results, model_name, scorer_boundary)
+            scored = scores_frame(chunk, results, model_name, scorer_boundary)
             if store is not None:
                 store.append(scored.assign(**{DTYPE_COLUMN: _dtype_name(scored_in)}))
             done = pd.concat([done, scored], ignore_index=True) if len(done) else scored

@@ -23,6 +23,7 @@ from pydantic import (
     ValidationError,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 
 from biasaudit.lm.registry import OFFLINE_MODELS
@@ -163,6 +164,38 @@ class ScoringParams(_Section):
         return None if self.device == "auto" else self.device
 
 
+class ExecutionParams(_Section):
+    """lm/engines and run/ray_executor: what runs the models, and where (docs/design.md, "Engines and executors")."""
+
+    engine: Literal["transformers", "vllm", "completions"] = Field(
+        "transformers", description='scoring engine: "transformers" (the reference), "vllm" (extra [vllm], a GPU), '
+                                    '"completions" (an OpenAI-compatible /v1/completions server at engine_url)')
+    engine_url: str = Field("", pattern=r"^(https?://\S+)?$",
+                            description="the completions server's base URL, e.g. http://host:8000/v1")
+    engine_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$",
+                                description="environment variable holding the completions server's key, if any")
+    engine_check: Literal["transformers", "self"] = Field(
+        "transformers", description='before a run, check the engine\'s log-probs against transformers on this '
+                                    'machine ("transformers"), or only against themselves ("self")')
+    engine_tolerance: float = Field(0.01, gt=0, description="largest log-prob difference (nats) the check accepts")
+    max_model_len: int = Field(4096, ge=16, description="vLLM's context length (prompt tokens at most)")
+    executor: Literal["local", "ray"] = Field("local", description='"local": this process; "ray": a pool of Ray '
+                                                                    'actors (extra [ray]; $RAY_ADDRESS, else a local cluster)')
+    ray_actors: int = Field(0, ge=0, description="actors in the pool; 0: as many as the cluster's GPUs (or CPUs) allow")
+    ray_gpus_per_actor: float | None = Field(None, ge=0, description="GPUs per actor; null: 1 when the cluster has "
+                                                                      "GPUs, else 0")
+    ray_cpus_per_actor: float = Field(1.0, gt=0, description="CPUs per actor")
+    shard_items: int = Field(64, ge=1, description="items per shard (a shard is scored and stored at once)")
+    shard_retries: int = Field(2, ge=0, description="times a shard whose actor died is tried again")
+
+    @model_validator(mode="after")
+    def _url(self):
+        if self.engine == "completions" and not self.engine_url:
+            raise ValueError('key \'engine_url\': engine "completions" needs the server\'s base URL, e.g. '
+                             'http://localhost:8000/v1')
+        return self
+
+
 class AnalysisParams(_Section):
     """analyses/: the statistics' settings, as `StudyOptions`."""
 
@@ -294,12 +327,12 @@ class ReferenceParams(_Section):
         return source
 
 
-SECTIONS: tuple[type[_Section], ...] = (BookParams, ItemParams, ScoringParams, AnalysisParams, TranslationParams,
-                                        ChapterParams, TemplateParams, ReferenceParams)
+SECTIONS: tuple[type[_Section], ...] = (BookParams, ItemParams, ScoringParams, ExecutionParams, AnalysisParams,
+                                        TranslationParams, ChapterParams, TemplateParams, ReferenceParams)
 
 
-class RunParams(ReferenceParams, TemplateParams, ChapterParams, TranslationParams, AnalysisParams, ScoringParams,
-                ItemParams, BookParams):
+class RunParams(ReferenceParams, TemplateParams, ChapterParams, TranslationParams, AnalysisParams, ExecutionParams,
+                ScoringParams, ItemParams, BookParams):
     """The parameters of a run: one section per area, flat in a params file (each key belongs to one
     section; a function that needs one area's settings can take that section's type). The field
     descriptions are what the notebooks' comments say."""
@@ -327,6 +360,8 @@ def _describe(error: dict) -> str:
     got = error.get("input")
     shown = "" if isinstance(got, dict) else f" (got {got!r})"
     message = error["msg"].removeprefix("Value error, ")
+    if not error["loc"] and message.startswith("key "):  # a check across keys names its key itself
+        return message
     if error["type"] == "extra_forbidden":
         message = "not a parameter of this project; check the spelling (see `papermill --help-notebook`)"
     return f"key {key!r}: {message}{shown}"

@@ -22,6 +22,7 @@ from biasaudit.data.public import resolve_data_dir
 from biasaudit.data.released import import_released
 from biasaudit.data.stereoset import load_stereoset
 from biasaudit.lm.registry import scoring_dtype
+from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
 from biasaudit.run.options import DEFAULT_SEED
 from biasaudit.run.params import check_model_name
 from biasaudit.run.paths import project_path, run_dir
@@ -128,16 +129,20 @@ def prepare_run(params) -> None:
 
 def scores_of(items: pd.DataFrame, model: str, store: ScoreStore, *, batch_size: int | Literal["auto"] = 16,
               device: str | None = None, scorer_boundary: bool = False, dtype: str = "auto",
-              progress: bool = True) -> pd.DataFrame:
+              progress: bool = True, spec: EngineSpec | None = None) -> pd.DataFrame:
     """`model`'s scores of `items`: read back from `store` when every one is stored (without loading
-    torch or the model: a warm rerun), else `scoring.score`, which scores what is missing. `dtype` as
-    in `score_run`."""
-    done = stored_scores(store, model, scorer_boundary, items, None if dtype == "auto" else dtype)
+    torch or the model: a warm rerun), else scored where missing: by `scoring.score`, or by the engine
+    of `spec` (`run.engine`). `dtype` as in `score_run`."""
+    spec = spec or EngineSpec(dtype=dtype, device=device, batch_size=batch_size)
+    wanted = None if spec.dtype == "auto" or spec.engine != "transformers" else spec.dtype
+    done = stored_scores(store, model, scorer_boundary, items, wanted)
     if len(done) == len(items):
         return scores_for_items(items, done, n_scored=0, batch_size="auto")
+    if spec.engine != "transformers":
+        return ModelScorer(model, spec).score(items, scorer_boundary=scorer_boundary, store=store, progress=progress)
     from biasaudit.lm.scoring import score  # loads torch: only when something is left to score
 
-    return score(items, model, batch_size=batch_size, device=device, dtype=scoring_dtype(dtype),
+    return score(items, model, batch_size=spec.batch_size, device=spec.device, dtype=scoring_dtype(spec.dtype),
                  scorer_boundary=scorer_boundary, store=store, progress=progress)
 
 
@@ -150,24 +155,35 @@ def score_run(
     device: str | None = None,
     scorer_boundary: bool = False,
     dtype: str = "auto",
+    spec: EngineSpec | None = None,
+    ray_options: RayOptions | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Score the items with every model, resuming from runs/<run>/scores/; return (scores, timings:
     per model, the versions scored now and read back from the store, the seconds and the batch
-    size that worked).
+    size that worked, the engine and the executor).
 
     `dtype` is the params' `scoring_dtype`: "auto" (the device's default: fp32 on a CPU, bf16 on
     CUDA; stored rows are reused whatever precision they were scored in), or "float32",
-    "bfloat16", "float16" (stored rows of another precision are scored again)."""
+    "bfloat16", "float16" (stored rows of another precision are scored again). `spec` (the params'
+    engine; it overrides `batch_size`, `device` and `dtype`) and `ray_options` (the Ray pool; None:
+    this process) come from `EngineSpec.from_params` and `RayOptions.from_params`."""
+    spec = spec or EngineSpec(dtype=dtype, device=device, batch_size=batch_size)
+    if ray_options is not None:
+        from biasaudit.run.ray_executor import score_on_ray  # the optional extra
+
+        return score_on_ray(run_name, items, models=models, spec=spec, options=ray_options,
+                            scorer_boundary=scorer_boundary)
     store = ScoreStore(run_dir(run_name))
     tables, timings = [], []
     for model in models:
         started = time.perf_counter()
-        table = scores_of(items, model, store, batch_size=batch_size, device=device, scorer_boundary=scorer_boundary,
-                          dtype=dtype)
+        table = scores_of(items, model, store, scorer_boundary=scorer_boundary, spec=spec)
         tables.append(table)
         n_scored = table.attrs["n_scored"]
         timings.append({"model": model, "scored_now": n_scored, "read_back": len(items) - n_scored,
-                        "seconds": time.perf_counter() - started, "batch_size": table.attrs.get("batch_size", batch_size)})
+                        "seconds": time.perf_counter() - started,
+                        "batch_size": table.attrs.get("batch_size", spec.batch_size), "engine": spec.engine,
+                        "executor": "local", "shards_retried": 0})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 
 
@@ -214,6 +230,8 @@ def rerun_with_errors(
     seed: int = DEFAULT_SEED,
     batch_size: int = 16,
     device: str | None = None,
+    spec: EngineSpec | None = None,
+    ray_options: RayOptions | None = None,
 ) -> pd.DataFrame:
     """Rerun the real pipeline on `items` under all eight combinations of the three errors.
 
@@ -227,7 +245,7 @@ def rerun_with_errors(
     Returns the stacked scores tables with the flag columns `label_errors` reads.
     """
     scored = {boundary: score_run(run_name, items, models=models, batch_size=batch_size, device=device,
-                                           scorer_boundary=boundary)[0]
+                                  scorer_boundary=boundary, spec=spec, ray_options=ray_options)[0]
               for boundary in (False, True)}
     public = items["source"].isin(["stereoset", "bbq"])
     frames = []
@@ -375,7 +393,8 @@ def ablation_plan(params, items: pd.DataFrame, models: list[str]) -> AblationPla
 
 # --- the steps chapters 02 and 20 run before their report reads --------------------------------------
 
-TIMING_COLUMNS: list[str] = ["model", "scored_now", "read_back", "seconds", "batch_size"]
+TIMING_COLUMNS: list[str] = ["model", "scored_now", "read_back", "seconds", "batch_size", "engine", "executor",
+                              "shards_retried"]
 
 
 def run_scoring(params) -> StepTables:
@@ -387,8 +406,8 @@ def run_scoring(params) -> StepTables:
         timings = pd.DataFrame(columns=TIMING_COLUMNS)
     else:
         items, _, _ = read_run_items(params.run_name)
-        _, timings = score_run(params.run_name, items, models=list(params.models), batch_size=params.batch_size,
-                               device=params.device_or_none, dtype=params.scoring_dtype)
+        _, timings = score_run(params.run_name, items, models=list(params.models),
+                               spec=EngineSpec.from_params(params), ray_options=RayOptions.from_params(params))
     made = StepTables({"timings": timings}, {})
     write_step(params, "score", made)
     return made
@@ -403,7 +422,8 @@ def run_error_reruns(params) -> StepTables:
     reruns = rerun_with_errors(params.run_name, plan.items, models=plan.models, sources=plan.sources,
                                data_dir=plan.data_dir, stereoset_per_category=plan.sizes[0],
                                bbq_per_category=plan.sizes[1], seed=params.seed, batch_size=params.batch_size,
-                               device=params.device_or_none) if not plan.items.empty else pd.DataFrame()
+                               device=params.device_or_none, spec=EngineSpec.from_params(params),
+                               ray_options=RayOptions.from_params(params)) if not plan.items.empty else pd.DataFrame()
     made = StepTables({"plan_items": plan.items, "reruns": reruns},
                       {"plan_text": plan.text, "rerun": not plan.items.empty})
     write_step(params, "label_errors", made)

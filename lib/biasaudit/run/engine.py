@@ -1,0 +1,117 @@
+"""How one model's items are scored, the same in this process and in a Ray actor: the params'
+engine (transformers, vLLM or a completions server), checked before its first item."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import pandas as pd
+
+from biasaudit.lm.completions import CompletionsEngine
+from biasaudit.lm.engines import PromptLogprobEngine, check_engine, score_chunk, score_with_engine
+from biasaudit.lm.registry import load_tokenizer, scoring_dtype
+from biasaudit.run.store import ScoreStore, run_lock
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """The params that decide how a model scores (`ExecutionParams` and `ScoringParams` keys)."""
+
+    engine: Literal["transformers", "vllm", "completions"] = "transformers"
+    url: str = ""
+    key_env: str = "OPENAI_API_KEY"
+    check: Literal["transformers", "self"] = "transformers"
+    tolerance: float = 0.01
+    max_model_len: int = 4096
+    dtype: str = "auto"
+    device: str | None = None
+    batch_size: int | Literal["auto"] = 16
+
+    @classmethod
+    def from_params(cls, params) -> "EngineSpec":
+        return cls(engine=params.engine, url=params.engine_url, key_env=params.engine_key_env,
+                   check=params.engine_check, tolerance=params.engine_tolerance, max_model_len=params.max_model_len,
+                   dtype=params.scoring_dtype, device=params.device_or_none, batch_size=params.batch_size)
+
+
+class ModelScorer:
+    """One model, loaded (or connected to) once, scoring any number of item chunks; a Ray actor holds one."""
+
+    def __init__(self, model: str, spec: EngineSpec):
+        self.model, self.spec = model, spec
+        self._loaded = None  # (network, tokenizer) for transformers
+        self._engine: PromptLogprobEngine | None = None
+        self._tokenizer = None
+        self.check: pd.DataFrame | None = None
+
+    def _transformers(self):
+        if self._loaded is None:
+            from biasaudit.lm.registry import load_model
+
+            self._loaded = load_model(self.model, device=self.spec.device, dtype=scoring_dtype(self.spec.dtype))
+        return self._loaded
+
+    def engine(self) -> tuple[PromptLogprobEngine, object]:
+        """The params' engine and the model's tokenizer, checked before first use (`engines.check_engine`)."""
+        if self._engine is None:
+            spec = self.spec
+            self._tokenizer = load_tokenizer(self.model)
+            if spec.engine == "vllm":
+                from biasaudit.lm.vllm_engine import VLLMEngine  # the optional extra
+
+                dtype = "bfloat16" if spec.dtype == "auto" else spec.dtype
+                engine: PromptLogprobEngine = VLLMEngine(self.model, dtype=dtype, max_model_len=spec.max_model_len)
+            else:
+                engine = CompletionsEngine(self.model, spec.url, api_key_env=spec.key_env)
+            reference = None
+            if spec.check == "transformers":
+                from biasaudit.lm.scoring import prompt_logprobs
+
+                network = self._transformers()[0]
+                reference = (lambda prompts: prompt_logprobs(network, prompts))
+            self.check = check_engine(engine, self._tokenizer, tolerance=spec.tolerance, reference=reference)
+            self._loaded = None  # the reference model is not kept beside the engine
+            self._engine = engine
+        return self._engine, self._tokenizer
+
+    def precision(self) -> str:
+        if self.spec.engine != "transformers":
+            return self.engine()[0].precision()
+        return str(next(self._transformers()[0].parameters()).dtype).removeprefix("torch.")
+
+    def score(self, items: pd.DataFrame, *, scorer_boundary: bool = False, store: ScoreStore | None = None,
+              progress: bool = True) -> pd.DataFrame:
+        """The scores table of `items`, resuming from `store` when given (`scoring.score`'s contract)."""
+        if self.spec.engine == "transformers":
+            from biasaudit.lm.scoring import score
+
+            return score(items, self._transformers(), model_name=self.model, batch_size=self.spec.batch_size,
+                         scorer_boundary=scorer_boundary, store=store, progress=progress)
+        engine, tokenizer = self.engine()
+        if store is None:
+            return score_chunk(items.reset_index(drop=True), engine, tokenizer, model_name=self.model,
+                               scorer_boundary=scorer_boundary)
+        with run_lock(store.run_folder):
+            return score_with_engine(items, engine, tokenizer, model_name=self.model, scorer_boundary=scorer_boundary,
+                                     store=store, progress=progress)
+
+
+@dataclass(frozen=True)
+class RayOptions:
+    """The Ray pool of a run (`executor: ray`): actors, their resources, the shards they get."""
+
+    actors: int = 0
+    gpus_per_actor: float | None = None
+    cpus_per_actor: float = 1.0
+    shard_items: int = 64
+    shard_retries: int = 2
+
+    @classmethod
+    def from_params(cls, params) -> "RayOptions | None":
+        """The params' pool, or None when the run's executor is local."""
+        if params.executor != "ray":
+            return None
+        return cls(actors=params.ray_actors, gpus_per_actor=params.ray_gpus_per_actor,
+                   cpus_per_actor=params.ray_cpus_per_actor, shard_items=params.shard_items,
+                   shard_retries=params.shard_retries)
