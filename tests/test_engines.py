@@ -8,7 +8,6 @@ import importlib.util
 import numpy as np
 import pandas as pd
 import pytest
-
 from biasaudit.data.item_table import OPTIONS, read_items
 from biasaudit.lm.completions import CompletionsEngine
 from biasaudit.lm.engines import EngineError, check_engine, sums_from_logprobs
@@ -19,6 +18,7 @@ from biasaudit.lm.tokens import Sequence, start_token_id
 from biasaudit.run import pipeline
 from biasaudit.run.engine import EngineSpec, ModelScorer
 from biasaudit.run.store import DTYPE_COLUMN, ScoreStore
+
 from tests.completions_server import CompletionsServer
 
 CI_BANK = "tests/fixtures/ci_bank.csv"

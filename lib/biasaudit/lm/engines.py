@@ -26,7 +26,12 @@ from tqdm.auto import tqdm
 
 from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, join_text
 from biasaudit.lm.tokens import Sequence, build_sequences, encode_joint
-from biasaudit.run.store import DTYPE_COLUMN, ScoreStore, scores_for_items, stored_scores
+from biasaudit.run.store import (
+    DTYPE_COLUMN,
+    ScoreStore,
+    scores_for_items,
+    stored_scores,
+)
 
 ENGINES: tuple[str, ...] = ("transformers", "vllm", "completions")
 # Sentences every engine check scores (a context, then a continuation whose tokens are compared).

@@ -25,7 +25,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, validate_items
+from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
 from biasaudit.lm.engines import scores_frame
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model
 from biasaudit.lm.tokens import (

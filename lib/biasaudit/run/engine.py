@@ -9,8 +9,13 @@ from typing import Literal
 import pandas as pd
 
 from biasaudit.lm.completions import CompletionsEngine
-from biasaudit.lm.engines import PromptLogprobEngine, check_engine, score_chunk, score_with_engine
-from biasaudit.lm.registry import load_tokenizer, scoring_dtype
+from biasaudit.lm.engines import (
+    PromptLogprobEngine,
+    check_engine,
+    score_chunk,
+    score_with_engine,
+)
+from biasaudit.lm.registry import load_model, load_tokenizer, scoring_dtype
 from biasaudit.run.store import ScoreStore, run_lock
 
 
@@ -47,8 +52,6 @@ class ModelScorer:
 
     def _transformers(self):
         if self._loaded is None:
-            from biasaudit.lm.registry import load_model
-
             self._loaded = load_model(self.model, device=self.spec.device, dtype=scoring_dtype(self.spec.dtype))
         return self._loaded
 

@@ -140,7 +140,9 @@ def scores_of(items: pd.DataFrame, model: str, store: ScoreStore, *, batch_size:
         return scores_for_items(items, done, n_scored=0, batch_size="auto")
     if spec.engine != "transformers":
         return ModelScorer(model, spec).score(items, scorer_boundary=scorer_boundary, store=store, progress=progress)
-    from biasaudit.lm.scoring import score  # loads torch: only when something is left to score
+    from biasaudit.lm.scoring import (
+        score,  # loads torch: only when something is left to score
+    )
 
     return score(items, model, batch_size=spec.batch_size, device=spec.device, dtype=scoring_dtype(spec.dtype),
                  scorer_boundary=scorer_boundary, store=store, progress=progress)

@@ -29,10 +29,21 @@ import pandas as pd
 import ray
 from tqdm.auto import tqdm
 
-from biasaudit.lm.generate import GenerationError, GenerationSettings, Generator, LocalGenerator
+from biasaudit.lm.generate import (
+    GenerationError,
+    GenerationSettings,
+    Generator,
+    LocalGenerator,
+)
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
 from biasaudit.run.paths import run_dir
-from biasaudit.run.store import DTYPE_COLUMN, ScoreStore, run_lock, scores_for_items, stored_scores
+from biasaudit.run.store import (
+    DTYPE_COLUMN,
+    ScoreStore,
+    run_lock,
+    scores_for_items,
+    stored_scores,
+)
 
 ACTOR_DIED = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError)
 

@@ -13,6 +13,7 @@ from typing import Literal, Sequence
 import pandas as pd
 
 from biasaudit.run import pipeline
+from biasaudit.run.engine import RayOptions
 from biasaudit.run.params import RunParams
 from biasaudit.run.paths import PROJECT_ROOT, run_dir
 from biasaudit.run.steps import StepTables, write_step
@@ -58,6 +59,13 @@ class ReferenceChoice:
         except ValueError:
             return str(self.folder)
 
+
+
+def _chat_options(params: RunParams) -> dict:
+    """How chapter 31's translators and paraphrasers run: the run's device, precision, reply budget and
+    executor (with `executor: ray` their conversations are split over Ray actors)."""
+    return {"batch_size": params.batch_size, "device": params.device_or_none, "dtype": params.generation_dtype,
+            "max_new_tokens": params.reply_tokens, "progress": False, "executor": RayOptions.from_params(params)}
 
 def library_languages(folder: Path = PROJECT_LIBRARY) -> list[str]:
     """The languages besides English that a project-format library has a templates_<lang>.tsv for."""
@@ -158,8 +166,7 @@ def translations(refs: References, params: RunParams, embedder) -> tuple[pd.Data
     chapter 30 translates every field of a template (task prefix, answer format, expected answers)."""
     made, failed = [pd.DataFrame(columns=TRANSLATION_COLUMNS)], [pd.DataFrame(columns=TRANSLATION_COLUMNS)]
     for name in params.translators:
-        translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, dtype=params.generation_dtype, progress=False,
-                                     max_new_tokens=params.reply_tokens)
+        translator = make_translator(name, **_chat_options(params))
         for language in refs.languages:
             out = translator.translate_detailed(refs.sample["prompt"].tolist(), "en", language)
             rows = pd.DataFrame({"via": translator.name, "language": language, "base_id": refs.sample["base_id"],
@@ -192,8 +199,7 @@ def paraphrases(refs: References, params: RunParams, embedder) -> tuple[pd.DataF
         sources.append((language, chosen["base_id"], chosen["reference"]))
     rows, short = [], []
     for p in range(1, params.max_paraphrases + 1):
-        paraphraser = Paraphraser(params.paraphraser, n=p, batch_size=params.batch_size, device=params.device_or_none, dtype=params.generation_dtype,
-                                  max_new_tokens=params.reply_tokens, progress=False)
+        paraphraser = Paraphraser(params.paraphraser, n=p, **_chat_options(params))
         for language, ids, texts in sources:
             table = paraphraser.paraphrase_detailed(texts.tolist(), language)
             for base_id, text, rewordings, reason in zip(ids, texts, table["rewordings"], table["reason"]):
@@ -217,8 +223,7 @@ def english_versions(refs: References, params: RunParams, para: pd.DataFrame) ->
     section, or, when max_paraphrases stops below n_paraphrases, a request for n_paraphrases of them."""
     if params.n_paraphrases <= params.max_paraphrases:
         return para.loc[(para["language"] == "en") & (para["P"] == params.n_paraphrases), ["base_id", "paraphrase"]]
-    paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
-                              device=params.device_or_none, dtype=params.generation_dtype, max_new_tokens=params.reply_tokens, progress=False)
+    paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, **_chat_options(params))
     table = paraphraser.paraphrase_detailed(refs.sample["prompt"].tolist(), "en")
     return pd.DataFrame([{"base_id": b, "paraphrase": r} for b, rewordings in zip(refs.sample["base_id"],
                                                                                  table["rewordings"])
@@ -229,13 +234,11 @@ def orders(refs: References, params: RunParams, made: pd.DataFrame, english_para
            embedder) -> tuple[pd.DataFrame, pd.DataFrame]:
     """P2T (the English paraphrases, translated) and T2P (the translations, paraphrased in the target
     language), each version's cosine to the human reference: (P2T rows, T2P rows)."""
-    paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
-                              device=params.device_or_none, dtype=params.generation_dtype, max_new_tokens=params.reply_tokens, progress=False)
+    paraphraser = Paraphraser(params.paraphraser, n=params.n_paraphrases, **_chat_options(params))
     columns = ["via", "language", "base_id", "version"]
     p2t, t2p = [pd.DataFrame(columns=columns)], [pd.DataFrame(columns=columns)]
     for name in params.translators:
-        translator = make_translator(name, batch_size=params.batch_size, device=params.device_or_none, dtype=params.generation_dtype, progress=False,
-                                     max_new_tokens=params.reply_tokens)
+        translator = make_translator(name, **_chat_options(params))
         for language in refs.languages:
             out = translator.translate_detailed(english_paraphrases["paraphrase"].tolist(), "en", language)
             p2t.append(pd.DataFrame({"via": translator.name, "language": language,

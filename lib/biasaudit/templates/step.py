@@ -14,10 +14,12 @@ import pandas as pd
 
 from biasaudit.lm.generate import (
     GenerationSettings,
+    Generator,
     LocalGenerator,
     OpenAIGenerator,
     reply_cache,
 )
+from biasaudit.run.engine import RayOptions
 from biasaudit.run.params import RunParams
 from biasaudit.run.paths import run_dir
 from biasaudit.run.steps import StepTables, write_step
@@ -78,7 +80,8 @@ def library(params: RunParams) -> Library:
     missing = [lang for lang in params.languages if lang not in set(templates["language"])]
     if missing and params.template_translator:
         translator = make_translator(params.template_translator, batch_size=params.batch_size,
-                                     device=params.device_or_none, dtype=params.generation_dtype, progress=False)
+                                     device=params.device_or_none, dtype=params.generation_dtype, progress=False,
+                                     executor=RayOptions.from_params(params))
         translated, not_made = translate_templates(templates, translator, missing)
         communities, lists_failed = translate_communities(communities, translator, missing)
         made.append(translated)
@@ -86,7 +89,8 @@ def library(params: RunParams) -> Library:
             field="communities", base_id="", via=translator.name)]
     if not (templates["variant"] == "paraphrase").any() and params.template_paraphraser:
         paraphraser = Paraphraser(params.template_paraphraser, n=params.n_paraphrases, batch_size=params.batch_size,
-                                  device=params.device_or_none, dtype=params.generation_dtype, progress=False)
+                                  device=params.device_or_none, dtype=params.generation_dtype, progress=False,
+                                  executor=RayOptions.from_params(params))
         reworded, not_made = paraphrase_templates(templates.loc[templates["variant"] == "original"], paraphraser)
         made.append(reworded)
         failed.append(not_made)
@@ -98,13 +102,25 @@ def library(params: RunParams) -> Library:
     return Library(templates.reset_index(drop=True), communities, quirks, failed, n_library)
 
 
-def generator(params: RunParams, model: str) -> LocalGenerator | OpenAIGenerator:
-    """The model asked: behind the run's OpenAI-compatible endpoint when one is set, else on this machine."""
+def generator(params: RunParams, model: str) -> Generator:
+    """The model asked: behind the run's OpenAI-compatible endpoint when one is set, else here: through
+    transformers, or vLLM (`engine: vllm`), in this process or split over a Ray pool (`executor: ray`)."""
     settings = GenerationSettings(max_new_tokens=params.max_new_tokens, temperature=params.temperature,
                                   seed=params.seed, dtype=params.generation_dtype)
     if params.endpoint:
         return OpenAIGenerator(model, params.endpoint, settings, api_key_env=params.api_key_env)
-    return LocalGenerator(model, settings, device=params.device_or_none)
+    local = LocalGenerator(model, settings, device=params.device_or_none)
+    pool = RayOptions.from_params(params)
+    if pool is not None:
+        from biasaudit.run.ray_executor import RayGenerator  # the optional extra
+
+        return RayGenerator(local, pool, engine=params.engine, device=params.device_or_none,
+                            max_model_len=params.max_model_len)
+    if params.engine == "vllm":
+        from biasaudit.lm.vllm_engine import VLLMGenerator  # the optional extra
+
+        return VLLMGenerator(model, settings, max_model_len=params.max_model_len)
+    return local
 
 
 def run(params: RunParams, templates: pd.DataFrame, communities: dict

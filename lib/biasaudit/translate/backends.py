@@ -14,8 +14,9 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
-from biasaudit.lm.generate import GenerationSettings, LocalGenerator
+from biasaudit.lm.generate import GenerationSettings, Generator, LocalGenerator
 from biasaudit.lm.registry import OFFLINE_MODELS, default_device, resolve_dtype
+from biasaudit.run.engine import RayOptions
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import END_OF_REPLY, clean_reply, validate_output
 from biasaudit.translate.languages import ISO_639_3, NLLB_CODES, language_name
@@ -150,14 +151,20 @@ class Seq2SeqTranslator(Translator):
 
 
 def chat_model(model: str, *, network=None, tokenizer=None, device: str | None = None,
-               dtype: str = "float32") -> LocalGenerator:
+               dtype: str = "float32", executor: RayOptions | None = None) -> Generator:
     """The chat model a translator, paraphraser or judge talks to: greedy, through its chat template.
-    `network`/`tokenizer` may be passed already loaded; `dtype` as the params' `generation_dtype`."""
-    return LocalGenerator(model, GenerationSettings(dtype=dtype), chat=True, device=device, network=network,
-                          tokenizer=tokenizer)
+    `network`/`tokenizer` may be passed already loaded; `dtype` as the params' `generation_dtype`;
+    `executor` (the params' Ray pool, `RayOptions.from_params`) splits its conversations over Ray actors."""
+    local = LocalGenerator(model, GenerationSettings(dtype=dtype), chat=True, device=device, network=network,
+                           tokenizer=tokenizer)
+    if executor is None:
+        return local
+    from biasaudit.run.ray_executor import RayGenerator  # the optional extra
+
+    return RayGenerator(local, executor, device=device)
 
 
-def chat_replies(chat: LocalGenerator, conversations: list[list[dict]], *, max_new_tokens: int) -> list[str]:
+def chat_replies(chat: Generator, conversations: list[list[dict]], *, max_new_tokens: int) -> list[str]:
     """The replies, with END_OF_REPLY at the end of those the model ended itself: cleaning can then
     tell an unfinished translation (cut off by the token limit) from a finished one."""
     return [text + END_OF_REPLY if ended else text
@@ -193,9 +200,10 @@ class ChatTranslator(Translator):
 
     def __init__(self, model: str, *, network=None, tokenizer=None, device: str | None = None, dtype: str = "float32",
                  batch_size: int = 8, max_new_tokens: int = 200, cache: str | Path | bool | None = None,
-                 progress: bool = True):
+                 progress: bool = True, executor: RayOptions | None = None):
         super().__init__(model, batch_size=batch_size, cache=cache, progress=progress)
-        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
+        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype,
+                               executor=executor)
         self.max_new_tokens = max_new_tokens
 
     def settings(self) -> dict:
@@ -268,6 +276,7 @@ def make_translator(name: str, *, kind: str = "auto", items: pd.DataFrame | None
             config = AutoConfig.from_pretrained(name.format(source="en", target="de"))
             kind = "seq2seq" if getattr(config, "is_encoder_decoder", False) else "chat"
     if kind == "seq2seq":
+        options.pop("executor", None)  # a seq2seq model translates in this process
         return Seq2SeqTranslator(name, **options)
     if kind == "chat":
         return ChatTranslator(name, **options)

@@ -10,6 +10,7 @@ from typing import Sequence
 import pandas as pd
 
 from biasaudit.data.item_table import ITEM_COLUMNS, NO_SPACE_LANGUAGES, normalise
+from biasaudit.run.engine import RayOptions
 from biasaudit.translate.backends import Translator, chat_model, chat_replies, slug
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import (
@@ -131,10 +132,11 @@ class Paraphraser(CachedTextMap):
 
     def __init__(self, model: str, *, n: int = 3, network=None, tokenizer=None, device: str | None = None,
                  dtype: str = "float32", batch_size: int = 8, max_new_tokens: int = 400, cache: str | Path | bool | None = None,
-                 progress: bool = True):
+                 progress: bool = True, executor: RayOptions | None = None):
         super().__init__(model, batch_size=batch_size, cache=cache, progress=progress)
         self.n = n
-        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype)
+        self.chat = chat_model(model, network=network, tokenizer=tokenizer, device=device, dtype=dtype,
+                               executor=executor)
         self.max_new_tokens = max_new_tokens
 
     def settings(self) -> dict:

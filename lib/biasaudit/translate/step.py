@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.data.item_table import read_items
+from biasaudit.run.engine import RayOptions
 from biasaudit.run.params import RunParams
 from biasaudit.run.paths import project_path, run_dir
 from biasaudit.run.steps import StepTables, write_step
@@ -49,7 +50,7 @@ def run_translation(params: RunParams) -> StepTables:
     targets = list(params.sample_languages) or list(params.languages)
     machine = make_translator(params.translator, kind=params.translator_kind, items=items,
                               batch_size=params.batch_size, device=params.device_or_none,
-                              dtype=params.generation_dtype, progress=False)
+                              dtype=params.generation_dtype, progress=False, executor=RayOptions.from_params(params))
     made = translate_items(sample, machine, targets)
     write_atomically(made.items, run_dir(params.run_name) / "machine_translations.parquet")
     back = judge.back_translate(made.items, machine)[0] if params.back_translate else None
