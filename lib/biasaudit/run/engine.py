@@ -12,6 +12,7 @@ from biasaudit.lm.completions import CompletionsEngine
 from biasaudit.lm.engines import (
     PromptLogprobEngine,
     check_engine,
+    check_prompts,
     score_chunk,
     score_with_engine,
 )
@@ -60,23 +61,28 @@ class ModelScorer:
         if self._engine is None:
             spec = self.spec
             self._tokenizer = load_tokenizer(self.model)
+            reference = self._reference() if spec.check == "transformers" else None
             if spec.engine == "vllm":
-                from biasaudit.lm.vllm_engine import VLLMEngine  # the optional extra
+                from biasaudit.lm.vllm_engine import VLLMEngine  # not a dependency: installed on CUDA machines
 
                 dtype = "bfloat16" if spec.dtype == "auto" else spec.dtype
                 engine: PromptLogprobEngine = VLLMEngine(self.model, dtype=dtype, max_model_len=spec.max_model_len)
             else:
                 engine = CompletionsEngine(self.model, spec.url, api_key_env=spec.key_env)
-            reference = None
-            if spec.check == "transformers":
-                from biasaudit.lm.scoring import prompt_logprobs
-
-                network = self._transformers()[0]
-                reference = (lambda prompts: prompt_logprobs(network, prompts))
             self.check = check_engine(engine, self._tokenizer, tolerance=spec.tolerance, reference=reference)
-            self._loaded = None  # the reference model is not kept beside the engine
             self._engine = engine
         return self._engine, self._tokenizer
+
+    def _reference(self):
+        """The check sentences' log-probs by transformers in fp32, computed before the engine starts (vLLM
+        takes most of a GPU's memory) and the model released at once."""
+        from biasaudit.lm.scoring import prompt_logprobs, release
+
+        network, _ = load_model(self.model, device=self.spec.device, dtype=scoring_dtype("float32"))
+        try:
+            return prompt_logprobs(network, [p[0] for p in check_prompts(self._tokenizer)])
+        finally:
+            release(network)
 
     def precision(self) -> str:
         if self.spec.engine != "transformers":
