@@ -28,7 +28,7 @@ class EngineSpec:
     url: str = ""
     key_env: str = "OPENAI_API_KEY"
     check: Literal["transformers", "self"] = "transformers"
-    tolerance: float = 0.01
+    tolerance: float = 0.5
     max_model_len: int = 4096
     dtype: str = "auto"
     device: str | None = None

@@ -177,7 +177,7 @@ class ExecutionParams(_Section):
     engine_check: Literal["transformers", "self"] = Field(
         "transformers", description='before a run, check the engine\'s log-probs against transformers on this '
                                     'machine ("transformers"), or only against themselves ("self")')
-    engine_tolerance: float = Field(0.1, gt=0, description="largest log-prob difference (nats) the check accepts")
+    engine_tolerance: float = Field(0.5, gt=0, description="largest log-prob difference (nats) the check accepts")
     max_model_len: int = Field(4096, ge=16, description="vLLM's context length (prompt tokens at most)")
     executor: Literal["local", "ray"] = Field("local", description='"local": this process; "ray": a pool of Ray '
                                                                     'actors (extra [ray]; $RAY_ADDRESS, else a local cluster)')

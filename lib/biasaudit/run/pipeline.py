@@ -185,7 +185,7 @@ def score_run(
         timings.append({"model": model, "scored_now": n_scored, "read_back": len(items) - n_scored,
                         "seconds": time.perf_counter() - started,
                         "batch_size": table.attrs.get("batch_size", spec.batch_size), "engine": spec.engine,
-                        "executor": "local", "shards_retried": 0})
+                        "executor": "local", "actors": 1, "shards_retried": 0})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 
 
@@ -396,7 +396,7 @@ def ablation_plan(params, items: pd.DataFrame, models: list[str]) -> AblationPla
 # --- the steps chapters 02 and 20 run before their report reads --------------------------------------
 
 TIMING_COLUMNS: list[str] = ["model", "scored_now", "read_back", "seconds", "batch_size", "engine", "executor",
-                              "shards_retried"]
+                              "actors", "shards_retried"]
 
 
 def run_scoring(params) -> StepTables:

@@ -118,7 +118,7 @@ def score_on_ray(
     store = ScoreStore(run_dir(run_name))
     wanted = None if spec.dtype == "auto" or spec.engine != "transformers" else spec.dtype
     timings = {m: {"model": m, "scored_now": 0, "read_back": 0, "seconds": 0.0, "batch_size": spec.batch_size,
-                   "engine": spec.engine, "executor": "ray", "shards_retried": 0} for m in models}
+                   "engine": spec.engine, "executor": "ray", "actors": 0, "shards_retried": 0} for m in models}
     with run_lock(store.run_folder):
         queues: dict[str, deque[Shard]] = {}
         for model in models:
@@ -146,6 +146,8 @@ class _Pool:
         self.scorer_boundary, self.store, self.timings, self.after_store = scorer_boundary, store, timings, after_store
         total = sum(len(q) for q in queues.values())
         self.size, self.gpus = pool_size(options, total)
+        for timing in timings.values():
+            timing["actors"] = self.size
         self.actors: list = [None] * self.size
         self.models: list[str | None] = [None] * self.size
         self.pids: list[int | None] = [None] * self.size

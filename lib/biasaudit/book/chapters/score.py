@@ -29,6 +29,7 @@ def report(params: RunParams) -> Report:
         scores = pipeline.read_scores(params.run_name)
         out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
                                       "model(s): nothing was scored here, so there are no timings.")
+        out.values["engine_text"] = "No engine scored this run: its scores are the paper's, as released."
         models = sorted(scores["model"].unique())
         timings = timings.assign(per_version_ms=pd.Series(dtype=float))
     else:
@@ -36,6 +37,7 @@ def report(params: RunParams) -> Report:
         scores = pipeline.read_scores(params.run_name, models=models)
         scores = scores.loc[scores["item_id"].isin(items["item_id"])]
         out.values["scoring_text"] = scoring_sentence(timings)
+        out.values["engine_text"] = engine_sentence(params, timings)
         # a speed per version only means something over versions this run actually scored
         timings["per_version_ms"] = (1000 * timings["seconds"] / timings["scored_now"]).where(timings["scored_now"] > 0)
     out.add_table("timings", timings, TableStyle(columns={"model": "model", "scored_now": "versions scored now",
@@ -64,3 +66,32 @@ def scoring_sentence(timings: pd.DataFrame) -> str:
     if read:
         text += f"; {read:,} more were read back from an earlier run of this run name"
     return text + "."
+
+
+ENGINES = {
+    "transformers": "transformers, the project's own packed scorer (the reference every other engine is checked against)",
+    "vllm": "vLLM (token-id prompts, prompt log-probs from the raw logits)",
+    "completions": "an OpenAI-compatible completions server at {url} (token-id prompts, echoed prompt log-probs)",
+}
+
+
+def engine_sentence(params: RunParams, timings: pd.DataFrame) -> str:
+    """Which engine and executor scored this run, and what was checked, in one paragraph."""
+    engine = ENGINES[params.engine].format(url=params.engine_url)
+    if params.executor == "ray":
+        actors = int(timings["actors"].max()) if len(timings) and timings["scored_now"].sum() else 0
+        where = (f"on a Ray pool of {actors} actor(s), one model per actor, in shards of {params.shard_items} items "
+                 "that this process stored as each came back" if actors else
+                 "with the Ray executor, which had nothing left to score")
+        retried = int(timings["shards_retried"].sum())
+        if retried:
+            where += f"; {retried} shard(s) went to a new actor after theirs died"
+    else:
+        where = "in this process, one model after another"
+    text = f"This run was scored by {engine}, {where}."
+    if params.engine != "transformers":
+        against = ("transformers in fp32" if params.engine_check == "transformers" else
+                   "themselves only (engine_check: self; agreement with transformers was not checked)")
+        text += (f" Before each model, its log-probs on four fixed sentences were checked against {against}, "
+                 f"to within {params.engine_tolerance:g} nats; a run that fails the check stops before scoring.")
+    return text
