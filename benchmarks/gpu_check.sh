@@ -13,6 +13,12 @@
 # Settings: ITEMS (item versions, 3 pairs each; default 240), BATCH (default 16), ROUNDS (A B C C B A
 # rounds; default 1), OUT (default gpu_check.json), PYTHON (default .venv/bin/python).
 # Needs the bench extra (lm-eval): pip install -e '.[bench]'. The hub is never contacted.
+#
+# Then, where vLLM and Ray are installed (README.md, "Beyond one machine"), benchmarks/gpu_engines.py
+# in separate processes: the same model in bf16 through the vllm engine against transformers (packed)
+# on the default bank (pairs/s, largest |log-prob difference| per option token, preferred-option flips,
+# model x language cells whose reliable/not decision differs, memory), then Ray with one actor per GPU
+# against one GPU (speed-up). Its numbers go to $ENGINES_OUT (default gpu_engines/results.json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
@@ -65,3 +71,22 @@ echo "gpu_check: model $MODEL on $("$PY" -c 'import torch; print(torch.cuda.get_
 "$PY" benchmarks/bench_vs_lmeval.py --model "$MODEL" --device cuda --dtypes bfloat16 --pack both \
     --items "${ITEMS:-240}" --batch-size "${BATCH:-16}" --rounds "${ROUNDS:-1}" --no-default-bos \
     --json "${OUT:-gpu_check.json}"
+
+ENGINES_OUT=${ENGINES_OUT:-gpu_engines}
+rm -rf "$ENGINES_OUT"
+if "$PY" -c 'import vllm' 2>/dev/null; then
+    "$PY" benchmarks/gpu_engines.py --part transformers --model "$MODEL" --out "$ENGINES_OUT"
+    "$PY" benchmarks/gpu_engines.py --part vllm --model "$MODEL" --out "$ENGINES_OUT"
+else
+    echo "gpu_check: vLLM is not installed (README.md, \"Beyond one machine\"): no engine comparison" >&2
+fi
+if "$PY" -c 'import ray' 2>/dev/null; then
+    GPUS=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+    "$PY" benchmarks/gpu_engines.py --part ray --actors 1 --model "$MODEL" --out "$ENGINES_OUT"
+    if [ "$GPUS" -gt 1 ]; then
+        "$PY" benchmarks/gpu_engines.py --part ray --actors "$GPUS" --model "$MODEL" --out "$ENGINES_OUT"
+    fi
+else
+    echo "gpu_check: Ray is not installed (pip install -e '.[ray]'): no executor comparison" >&2
+fi
+"$PY" benchmarks/gpu_engines.py --part report --out "$ENGINES_OUT"

@@ -35,6 +35,12 @@ def write(tmp_path: Path, text: str) -> Path:
     ("aggregate: median\n", "aggregate", "'mean' or 'sum'"),
     ("include_rewordings: 'yes'\n", "include_rewordings", "valid boolean"),
     ("run_name: my run\n", "run_name", "pattern"),
+    ("executor: dask\n", "executor", "'local' or 'ray'"),
+    ("engine: llamacpp\n", "engine", "'transformers', 'vllm' or 'completions'"),
+    ("engine: completions\n", "engine_url", "needs the server's base URL"),
+    ("engine_url: localhost:8000\n", "engine_url", "pattern"),
+    ("ray_gpus_per_actor: -1\n", "ray_gpus_per_actor", "greater than or equal to 0"),
+    ("shard_items: 0\n", "shard_items", "greater than or equal to 1"),
 ])
 def test_a_bad_value_names_the_file_the_key_and_what_was_expected(tmp_path, text, key, expected):
     path = write(tmp_path, text)
