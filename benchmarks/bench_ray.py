@@ -4,8 +4,8 @@ The default run (params/default.yml: SmolLM2-135M and Gemma-3-270M on the projec
 scored twice from an empty store, on the same cores: once in this process (torch using every core,
 one model after another) and once on a local Ray cluster with one actor per core (`ray_cpus_per_actor`
 1: Ray gives each actor one thread). Prints the wall times and their ratio, where the Ray run's time
-went (starting the cluster, the actors' scoring including their model loads, the driver's waiting and
-storing), and the largest difference between the two runs' log-probs per token.
+went (starting the cluster, the actors' model loads and scoring, the first and last shard stored), and
+the largest difference between the two runs' log-probs per token.
 
     .venv/bin/pip install -e '.[ray]' && .venv/bin/python benchmarks/bench_ray.py
 """
@@ -70,6 +70,7 @@ def main() -> None:
     a, b = local.sort_values(key).reset_index(drop=True), pooled.sort_values(key).reset_index(drop=True)
     per_token = max(float((np.abs(a[f"lp_sum_{o}"] - b[f"lp_sum_{o}"]) / a[f"ntok_{o}"]).max()) for o in OPTIONS)
     actor_seconds = float(ray_timings["seconds"].sum())
+    load_seconds = float(ray_timings["load_seconds"].sum())
     rows = pd.DataFrame([
         {"executor": "local (1 process, torch on every core)", "wall_s": local_wall,
          "scoring_s": float(local_timings["seconds"].sum()), "start_s": 0.0},
@@ -80,14 +81,16 @@ def main() -> None:
     print(rows.to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     print(f"wall-time ratio ray / local: {(init + pool_wall) / local_wall:.2f}")
     print(f"where the Ray run's {init + pool_wall:.1f} s went: {init:.1f} s starting the cluster; "
-          f"{actor_seconds:.1f} s of actor time scoring (model loads included) over {args.actors} actors, "
-          f"{actor_seconds / args.actors:.1f} s each on average; first shard stored after {stored_at[0]:.1f} s "
-          f"(actor start, imports, model load), last after {stored_at[-1]:.1f} s")
+          f"{load_seconds:.1f} s of actor time loading models and {actor_seconds:.1f} s scoring, over "
+          f"{args.actors} actors ({(load_seconds + actor_seconds) / args.actors:.1f} s each, of {pool_wall:.1f} s); "
+          f"first shard stored after {stored_at[0]:.1f} s (actor start, imports, model load), last after "
+          f"{stored_at[-1]:.1f} s")
     print(f"largest |log-prob difference| per token, ray vs local: {per_token:.2e}")
     if args.json:
         Path(args.json).write_text(json.dumps({
             "items": len(items), "models": models, "actors": args.actors, "local_wall_s": local_wall,
             "ray_init_s": init, "ray_pool_s": pool_wall, "ray_actor_seconds": actor_seconds,
+            "ray_load_seconds": load_seconds,
             "first_shard_s": stored_at[0], "last_shard_s": stored_at[-1], "max_per_token_diff": per_token}, indent=1))
 
 

@@ -5,6 +5,7 @@ failures named; generation split over actors gives the same replies."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 
 import numpy as np
@@ -145,10 +146,19 @@ def test_a_shard_whose_actor_keeps_dying_is_named_and_the_rest_is_stored(cluster
     assert stored_rows(runs / "failed") == 2 * len(items) - 24
 
 
-def test_an_error_in_the_scoring_itself_stops_the_run_with_its_message(cluster, runs, items, tmp_path):
-    missing = str(tmp_path / "no-such-model")
-    with pytest.raises(RuntimeError, match=r"scoring .*no-such-model shard 0 .* failed"):
-        pipeline.score_run("bad", items, models=[missing], ray_options=POOL)
+def test_an_error_in_the_scoring_itself_stops_the_run_with_its_message(cluster, runs, models, items, tmp_path):
+    broken = tmp_path / "broken"
+    shutil.copytree(models[0], broken)
+    for weights in broken.glob("*.safetensors"):
+        weights.write_bytes(b"not a safetensors file")  # the tokenizer loads (the driver's), the model does not
+    with pytest.raises(RuntimeError, match=r"scoring .*broken shard 0 \(24 items.* failed: .*afetensor"):
+        pipeline.score_run("bad", items, models=[str(broken)], ray_options=POOL)
+    assert not ScoreStore(runs / "bad").exists() or ScoreStore(runs / "bad").read().empty
+
+
+def test_a_model_that_is_not_there_stops_the_run_before_any_actor_starts(runs, items, tmp_path):
+    with pytest.raises(OSError, match="no-such-model"):
+        pipeline.score_run("missing", items, models=[str(tmp_path / "no-such-model")], ray_options=POOL)
 
 
 def test_generation_split_over_actors_gives_the_same_replies(cluster, models):

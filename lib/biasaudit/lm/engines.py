@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
+
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm

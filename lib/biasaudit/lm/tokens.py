@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pandas as pd
 
 from biasaudit.data.item_table import OPTIONS, join_text
@@ -200,3 +201,18 @@ def boundary_sequences(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, 
     rest = [Sequence(s.ids, s.position_ids, s.segments, [(others[row], *target) for row, *target in s.targets])
             for s in rest]
     return sequences + rest, reused
+
+
+def longest_first(items: pd.DataFrame, tokenizer: PreTrainedTokenizerBase, *, scorer_boundary: bool, pack: bool,
+                   window: int | None) -> np.ndarray:
+    """Positions of `items`, the item that forwards the most tokens first. Chunks (and so batches) of
+    items of similar length pad less. Tokenizing twice costs about 1% of scoring on a CPU; on the
+    default bank, padding falls from 14% of the tokens forwarded (SmolLM2; Gemma 9%), when items
+    were ordered by their UTF-8 bytes, to 2% (Gemma 1%)."""
+    sequences = build_sequences(items, tokenizer, scorer_boundary=scorer_boundary, pack=pack,
+                                max_packed_length=window)
+    tokens = np.zeros(len(items))
+    for sequence in sequences:
+        if sequence.targets:  # (a sequence without any has no row; only the boundary error makes one)
+            tokens[sequence.targets[0][0]] += len(sequence.ids)
+    return np.argsort(-tokens, kind="stable")

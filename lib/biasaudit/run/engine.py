@@ -84,6 +84,13 @@ class ModelScorer:
         finally:
             release(network)
 
+    def load(self) -> None:
+        """Load the model (or start and check the engine) now, not at the first item."""
+        if self.spec.engine == "transformers":
+            self._transformers()
+        else:
+            self.engine()
+
     def precision(self) -> str:
         if self.spec.engine != "transformers":
             return self.engine()[0].precision()

@@ -140,9 +140,8 @@ def scores_of(items: pd.DataFrame, model: str, store: ScoreStore, *, batch_size:
         return scores_for_items(items, done, n_scored=0, batch_size="auto")
     if spec.engine != "transformers":
         return ModelScorer(model, spec).score(items, scorer_boundary=scorer_boundary, store=store, progress=progress)
-    from biasaudit.lm.scoring import (
-        score,  # loads torch: only when something is left to score
-    )
+    # loads torch: only when something is left to score
+    from biasaudit.lm.scoring import score
 
     return score(items, model, batch_size=spec.batch_size, device=spec.device, dtype=scoring_dtype(spec.dtype),
                  scorer_boundary=scorer_boundary, store=store, progress=progress)
@@ -184,7 +183,8 @@ def score_run(
         n_scored = table.attrs["n_scored"]
         timings.append({"model": model, "scored_now": n_scored, "read_back": len(items) - n_scored,
                         "seconds": time.perf_counter() - started,
-                        "batch_size": table.attrs.get("batch_size", spec.batch_size), "engine": spec.engine,
+                        "batch_size": table.attrs.get("batch_size", spec.batch_size),
+                        "load_seconds": float("nan"), "engine": spec.engine,
                         "executor": "local", "actors": 1, "shards_retried": 0})
     return pd.concat(tables, ignore_index=True), pd.DataFrame(timings)
 

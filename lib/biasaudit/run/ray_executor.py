@@ -35,6 +35,8 @@ from biasaudit.lm.generate import (
     Generator,
     LocalGenerator,
 )
+from biasaudit.lm.registry import load_tokenizer
+from biasaudit.lm.tokens import longest_first
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
 from biasaudit.run.paths import run_dir
 from biasaudit.run.store import (
@@ -74,10 +76,13 @@ class ShardScorer:
     def pid(self) -> int:
         return os.getpid()
 
-    def score(self, items: pd.DataFrame) -> tuple[pd.DataFrame, str, float]:
+    def score(self, items: pd.DataFrame) -> tuple[pd.DataFrame, str, float, float]:
+        """(scores, precision, seconds scoring, seconds loading the model: 0 after the first shard)."""
         started = time.perf_counter()
+        self.scorer.load()
+        loaded = time.perf_counter()
         table = self.scorer.score(items, scorer_boundary=self.scorer_boundary, progress=False)
-        return table, self.scorer.precision(), time.perf_counter() - started
+        return table, self.scorer.precision(), time.perf_counter() - loaded, loaded - started
 
 
 def connect(*, num_cpus: int | None = None) -> None:
@@ -118,12 +123,16 @@ def score_on_ray(
     store = ScoreStore(run_dir(run_name))
     wanted = None if spec.dtype == "auto" or spec.engine != "transformers" else spec.dtype
     timings = {m: {"model": m, "scored_now": 0, "read_back": 0, "seconds": 0.0, "batch_size": spec.batch_size,
-                   "engine": spec.engine, "executor": "ray", "actors": 0, "shards_retried": 0} for m in models}
+                   "load_seconds": 0.0, "engine": spec.engine, "executor": "ray", "actors": 0, "shards_retried": 0}
+               for m in models}
     with run_lock(store.run_folder):
         queues: dict[str, deque[Shard]] = {}
         for model in models:
             done = stored_scores(store, model, scorer_boundary, items, wanted)
             todo = items.loc[~items["item_id"].isin(done["item_id"])] if len(done) else items
+            if len(todo):  # the order a local run scores in: shards of similar lengths pad little
+                todo = todo.iloc[longest_first(todo, load_tokenizer(model), scorer_boundary=scorer_boundary, pack=True,
+                                               window=None)]
             queues[model] = deque(Shard(model, k, todo.iloc[start:start + options.shard_items].reset_index(drop=True))
                                   for k, start in enumerate(range(0, len(todo), options.shard_items)))
             timings[model]["read_back"] = len(items) - len(todo)
@@ -167,7 +176,7 @@ class _Pool:
                 ready, _ = ray.wait(list(self.in_flight), num_returns=1)
                 slot, shard = self.in_flight.pop(ready[0])
                 try:
-                    table, precision, seconds = ray.get(ready[0])
+                    table, precision, seconds, load_seconds = ray.get(ready[0])
                 except ACTOR_DIED as err:
                     self._died(slot, shard, err)
                     continue
@@ -177,6 +186,7 @@ class _Pool:
                 self.stored += 1
                 self.timings[shard.model]["scored_now"] += len(table)
                 self.timings[shard.model]["seconds"] += seconds
+                self.timings[shard.model]["load_seconds"] += load_seconds
                 self.bar.update(len(table))
                 if self.after_store is not None:
                     busy = sorted({self.pids[s] for s, _ in self.in_flight.values() if self.pids[s] is not None})
