@@ -83,7 +83,7 @@ def test_notebook_shape(path):
     assert "parameters" in code[0].metadata.get("tags", []), "the first code cell is tagged `parameters`"
     for line in code[0].source.splitlines():
         if line.strip() and not line.startswith("#"):
-            assert re.match(r"^\w+: [\w\[\], ]+ = .+  # .+", line), f"typed and commented: {line!r}"
+            assert re.match(r"^\w+: (\"Optional\[\w+\]\"|[\w\[\], ]+) = .+  # .+", line), f"typed and commented: {line!r}"
     headings = [l for c in notebook.cells if c.cell_type == "markdown" for l in c.source.splitlines()
                 if re.match(r"^#{1,2} ", l)]
     assert sum(h.startswith("# ") for h in headings) == 1, "exactly one H1"

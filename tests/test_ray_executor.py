@@ -156,6 +156,14 @@ def test_an_error_in_the_scoring_itself_stops_the_run_with_its_message(cluster, 
     assert not ScoreStore(runs / "bad").exists() or ScoreStore(runs / "bad").read().empty
 
 
+def test_an_actor_no_node_can_hold_is_an_error_not_a_wait(cluster, runs, models, items):
+    gpus = RayOptions(actors=1, gpus_per_actor=1)  # the test cluster has CPUs only
+    with pytest.raises(ValueError, match=r"asks for 1 GPU\(s\) and 1 CPU\(s\), but the Ray cluster has 0 GPU\(s\) and 2"):
+        pipeline.score_run("no-gpu", items, models=models[:1], ray_options=gpus)
+    with pytest.raises(ValueError, match="ray_gpus_per_actor or ray_cpus_per_actor"):
+        pipeline.score_run("too-big", items, models=models[:1], ray_options=RayOptions(cpus_per_actor=3))
+
+
 def test_a_model_that_is_not_there_stops_the_run_before_any_actor_starts(runs, items, tmp_path):
     with pytest.raises(OSError, match="no-such-model"):
         pipeline.score_run("missing", items, models=[str(tmp_path / "no-such-model")], ray_options=POOL)

@@ -99,6 +99,11 @@ def pool_size(options: RayOptions, shards: int) -> tuple[int, float]:
     gpus = options.gpus_per_actor
     if gpus is None:
         gpus = 1.0 if resources.get("GPU", 0) >= 1 else 0.0
+    if gpus > resources.get("GPU", 0) or options.cpus_per_actor > resources.get("CPU", 0):
+        # Ray would wait for ever for an actor no node can hold
+        raise ValueError(f"an actor asks for {gpus:g} GPU(s) and {options.cpus_per_actor:g} CPU(s), but the Ray cluster "
+                         f"has {resources.get('GPU', 0):g} GPU(s) and {resources.get('CPU', 0):g} CPU(s): lower the "
+                         "params' ray_gpus_per_actor or ray_cpus_per_actor")
     actors = options.actors
     if actors == 0:
         actors = int(resources.get("GPU", 0) // gpus) if gpus else int(resources.get("CPU", 1) // options.cpus_per_actor)
