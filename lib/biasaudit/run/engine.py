@@ -34,6 +34,12 @@ class EngineSpec:
     device: str | None = None
     batch_size: int | Literal["auto"] = 16
 
+    @property
+    def reused_precision(self) -> str | None:
+        """The precision stored rows must have to be reused (None: any): only a transformers run that
+        names a precision scores rows of another one again."""
+        return None if self.dtype == "auto" or self.engine != "transformers" else self.dtype
+
     @classmethod
     def from_params(cls, params) -> "EngineSpec":
         return cls(engine=params.engine, url=params.engine_url, key_env=params.engine_key_env,

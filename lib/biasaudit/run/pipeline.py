@@ -134,7 +134,7 @@ def scores_of(items: pd.DataFrame, model: str, store: ScoreStore, *, batch_size:
     torch or the model: a warm rerun), else scored where missing: by `scoring.score`, or by the engine
     of `spec` (`run.engine`). `dtype` as in `score_run`."""
     spec = spec or EngineSpec(dtype=dtype, device=device, batch_size=batch_size)
-    wanted = None if spec.dtype == "auto" or spec.engine != "transformers" else spec.dtype
+    wanted = spec.reused_precision
     done = stored_scores(store, model, scorer_boundary, items, wanted)
     if len(done) == len(items):
         return scores_for_items(items, done, n_scored=0, batch_size="auto")

@@ -126,7 +126,7 @@ def score_on_ray(
     `after_store(n, busy)` is called after each stored shard with the number stored so far and the
     process ids of the actors that have a shard in flight (the tests kill one there)."""
     store = ScoreStore(run_dir(run_name))
-    wanted = None if spec.dtype == "auto" or spec.engine != "transformers" else spec.dtype
+    wanted = spec.reused_precision
     timings = {m: {"model": m, "scored_now": 0, "read_back": 0, "seconds": 0.0, "batch_size": spec.batch_size,
                    "load_seconds": 0.0, "engine": spec.engine, "executor": "ray", "actors": 0, "shards_retried": 0}
                for m in models}
