@@ -181,12 +181,29 @@ def test_noise_floor_by_route(table, scored):
     fit = smf.ols("soft ~ soft_en + C(model)", data=h2).fit()  # a level per model: the pooled within-model slope
     assert floor.loc["human-2", "slope"] == pytest.approx(fit.params["soft_en"])
     assert floor.loc["human-2", "same_choice"] == pytest.approx((h2.binary == h2.binary_en).mean())
-    per_model = cells.groupby("model")["floor"].median()
+    per_model = cells.groupby("model")["floor"].mean()  # a model's floor: the mean over its routes
     assert floor.loc["all routes", "floor"] == pytest.approx(per_model.median())
     assert floor.loc["all routes", "n_cells"] == 4
     similarity = pd.DataFrame({"item_id": pairs["item_id"].unique()}).assign(similarity=0.9)
     with_similarity = analyses.noise_floor(table, similarity=similarity, options=StudyOptions(n_permutations=100, seed=2))
     assert with_similarity["similarity"].tolist() == pytest.approx([0.9, 0.9, 0.9])
+
+
+def test_a_models_floor_is_the_mean_over_its_routes():
+    # Worked by hand: three routes move model a by 0.001, −0.004 and 0.025 (mean of |.| 0.010, median
+    # 0.004); model b by 0.002 and 0.006 (0.004). Chapter 22's largest floor is 0.010, the typical 0.007.
+    cells = pd.DataFrame({"model": ["a", "a", "a", "b", "b"], "via": ["de", "fi", "ja", "de", "fi"],
+                          "floor": [0.001, 0.004, 0.025, 0.002, 0.006]})
+    assert analyses.model_floors(cells).to_dict() == pytest.approx({"a": 0.010, "b": 0.004})
+    rows = []
+    for i in range(4):  # the same through noise_floor's "all routes" row, on scores with these shifts
+        for model, shifts in (("a", {"de": 0.001, "fi": -0.004, "ja": 0.025}), ("b", {"de": 0.002, "fi": 0.006})):
+            rows.append(score_row(model, f"b{i}", "en", 0.5))
+            rows += [score_row(model, f"b{i}", "en", 0.5 - shift, variant="rewording", via=via)
+                     for via, shift in shifts.items()]
+    floor = analyses.noise_floor(pd.DataFrame(rows), options=StudyOptions(n_permutations=100, seed=0)).set_index("via")
+    assert floor.loc["all routes", "floor"] == pytest.approx(0.007)
+    assert floor.loc["ja", "floor"] == pytest.approx(0.025) and floor.loc["de", "floor"] == pytest.approx(0.0015)
 
 
 def test_noise_floor_without_texts_or_rewordings(table):

@@ -260,21 +260,76 @@ def test_the_two_released_label_error_tables_are_explained():
 def test_the_verdict_beside_the_papers_conclusion():
     from biasaudit.analyses import verdict as v
     from biasaudit.book.chapters.verdict import paper_table, paper_text
+    from biasaudit.data.release_files import RELEASED_MODELS
 
     languages = pd.DataFrame({"language": ["ar", "hi", "ko", "sw", "es"],
-                              "verdict": [v.DISAGREE, v.REAL, v.REAL, v.REAL, v.UNDERPOWERED]})
+                              "verdict": [v.BEYOND_TYPICAL, v.REAL, v.REAL, v.REAL, v.NOISE]})
     table = paper_table(languages)
-    assert table["paper"].tolist() == ["no such claim", "drop exceeds rewording", "drop exceeds rewording",
-                                       "drop exceeds rewording", "no such claim"]
-    assert paper_text(table).startswith("The book's verdict and the paper's conclusion agree in every language")
-    apart = paper_table(languages.assign(verdict=[v.REAL, v.REAL, v.UNDERPOWERED, v.REAL, v.NOISE]))
-    assert paper_text(apart).startswith("They part ways for Arabic (ar) and Korean (ko).")
-    assert "not the paper's released study" in paper_text(pd.DataFrame())
+    assert table["paper"].tolist() == ["no such claim", "clearly exceeds rewording", "clearly exceeds rewording",
+                                       "clearly exceeds rewording", "no such claim"]
+    ten = list(RELEASED_MODELS)
+    assert paper_text(table, ten) == (
+        "This run is the paper's released study, all ten of its models. The book's verdict and the paper's "
+        "conclusion agree in every language: a real shift exactly where the paper says the drop clearly exceeds "
+        "what rewording English produces.")
+    apart = paper_table(languages.assign(verdict=[v.REAL, v.REAL, v.UNCLEAR, v.REAL, v.NOISE]))
+    assert "The two part ways for Arabic (ar) and Korean (ko). On the paper's ten models" in paper_text(apart, ten)
+    one = paper_text(apart, ["llama3.1-8b"])
+    assert one.startswith("This run holds 1 model of the paper's ten (llama3.1-8b), so the comparison is partial")
+    assert "aya-23-8b" in one and "fewer than 5 models" in one
+    assert "not the paper's released study" in paper_text(pd.DataFrame(), ["smollm2-135m"])
 
 
-def test_which_languages_the_pooled_drop_decided():
-    from biasaudit.book.chapters.verdict import pooled_text
+def test_the_verdict_page_says_which_interval_and_which_floors():
+    from biasaudit.analyses import verdict as v
+    from biasaudit.book.chapters.verdict import basis_text, floors_text, summary_text
 
-    languages = pd.DataFrame({"language": ["ar", "zh", "es"], "decided_by": ["cells", "pooled drop", "pooled drop"]})
-    assert pooled_text(languages) == "In this run the pooled drop decided Chinese (zh) and Spanish (es)."
-    assert pooled_text(languages.assign(decided_by="cells")) == "In this run the cells decided every language."
+    two = pd.DataFrame({"language": ["es", "zh"], "n_models": [2, 2], "basis": [v.OVER_ITEMS] * 2})
+    assert basis_text(two).startswith("With 2 models (fewer than 5), an interval across models would rest on 1 "
+                                      "degree of freedom")
+    one = pd.DataFrame({"language": ["es"], "n_models": [1], "basis": [v.OVER_ITEMS]})
+    assert basis_text(one).startswith("With 1 model (fewer than 5), an interval across models would rest on 0 degrees")
+    ten = pd.DataFrame({"language": ["es", "zh"], "n_models": [10, 10], "basis": [v.ACROSS_MODELS] * 2})
+    assert basis_text(ten).startswith("With 10 models, each language's interval is a Student-t interval across")
+    mixed = pd.DataFrame({"language": ["es", "zh"], "n_models": [5, 4], "basis": [v.ACROSS_MODELS, v.OVER_ITEMS]})
+    assert basis_text(mixed) == ("The interval is across models for Spanish (es), which has at least 5 models, and "
+                                 "over items for the others.")
+    floors = pd.Series({"b": 0.004, "a": 0.0133, "c": 0.001})
+    assert floors_text(floors) == ("The models' floors run from 0.0010 (c) to 0.0133 (a); the typical (median) "
+                                   "floor is 0.0040.")
+    assert floors_text(floors.iloc[:1]) == "The one model's floor, 0.0040 (b), is both the typical and the largest floor."
+    assert "no noise floor" in floors_text(pd.Series(dtype=float))
+    verdicts = pd.DataFrame({"language": ["es", "hi", "ko", "zh"], "verdict": [v.NOISE, v.REAL, v.REAL, v.UNCLEAR]})
+    assert summary_text(verdicts) == ("real shift: Hindi (hi) and Korean (ko); too little evidence: Chinese (zh); "
+                                      "within noise: Spanish (es).")
+    assert "no language has a verdict" in summary_text(verdicts.iloc[0:0])
+
+
+def test_chapter_16_says_where_its_test_and_the_verdict_differ():
+    from biasaudit.analyses import verdict as v
+    from biasaudit.book.chapters.faithful import tests_text
+
+    tests = pd.DataFrame({"subset": ["all items"] * 3, "language": ["fr", "hi", "es"], "n_items": [40, 40, 38],
+                          "excess_drop": [0.02, 0.05, -0.01], "reliable": [True, True, False]})
+    verdicts = pd.Series({"fr": v.BEYOND_TYPICAL, "hi": v.REAL, "es": v.NOISE})
+    text = tests_text(tests, verdicts)
+    assert text.startswith("all items (40 items at most per language): in 2 of 3 languages translation reliably lowers "
+                           "the score more than rewording does (French (fr) and Hindi (hi)).")
+    assert "The verdict of chapter 22 calls French (fr) *beyond the typical floor, not clearly*:" in text
+    assert "Hindi (hi) *" not in text  # a real shift agrees: nothing to explain
+    assert tests_text(tests, verdicts.replace(v.BEYOND_TYPICAL, v.REAL)).endswith("(French (fr) and Hindi (hi)).")
+    assert tests_text(tests.iloc[0:0], verdicts) == "This run has no items with both translations and rewordings."
+
+
+def test_chapter_19_tells_the_power_per_language_first():
+    from biasaudit.book.chapters.detection import power_text, weak_text
+
+    by_language = pd.DataFrame({"language": ["es", "zh", "sw"], "power_observed": [0.15, 0.64, 0.9]})
+    assert power_text(by_language) == ("At each language's own scatter and observed drop, the cell test's power (median "
+                                       "over the models) runs from 15% in Spanish (es) to 90% in Swahili (sw).")
+    assert power_text(by_language.iloc[:1]).endswith("is 15% in Spanish (es).")
+    weak = weak_text(by_language)
+    assert weak.startswith("For Spanish (es) and Chinese (zh), a drop the size of the observed one would be called "
+                           "reliable in fewer than 80% of the runs")
+    assert "The verdict does not rest on the cell tests" in weak
+    assert weak_text(by_language.assign(power_observed=0.95)).startswith("For every language, a drop the size")

@@ -23,7 +23,8 @@ from biasaudit.book.fonts import BOOK_FONTS, font_source, page_characters
 from biasaudit.book.released_part import part_chapters
 from biasaudit.book.run_book import ONE_AT_A_TIME, analysis_notebooks, run
 from biasaudit.data.downloads import PinnedFile
-from biasaudit.data.released import find_released
+from biasaudit.analyses.verdict import VERDICTS
+from biasaudit.data.released import find_released, released_models_in
 from biasaudit.sweep.harness import network_guard
 from fontTools.ttLib import TTFont
 
@@ -171,9 +172,13 @@ def test_the_released_part_runs_where_the_scores_are_at_hand_and_says_how_to_get
                for c in verdict.cells if c.cell_type == "markdown")
     # The side-by-side table has one row per language of either run, each with a verdict from the rule.
     rows = [line for line in index.splitlines() if line.startswith("| ") and "verdict" not in line]
-    side = [r for r in rows if r.count("|") == 4 and not r.startswith("| `") and not r.startswith("| language")]
-    verdicts = {"real shift", "within noise", "too little power to tell", "models disagree", "not in this run"}
-    assert side and all({cell.strip() for cell in r.strip("|").split("|")[1:]} <= verdicts for r in side), side
+    side = [r for r in rows if r.count("|") == 5 and not r.startswith("| `") and not r.startswith("| language")]
+    verdicts = {*VERDICTS, "not in this run"}
+    assert side and all({cell.strip() for cell in r.strip("|").split("|")[1:3]} <= verdicts for r in side), side
+    assert all(r.strip("|").split("|")[3].strip() in ("clearly exceeds rewording", "no such claim") for r in side)
+    models = released_models_in(source)
+    assert f"The part has {len(models)} of the paper's ten models ({', '.join(models)}), so the comparison is partial" \
+        in index or len(models) == 10
     assert {r.split("|")[1].strip() for r in side} >= {"Spanish (es)", "Chinese (zh)", "Swahili (sw)"}
 
 

@@ -175,3 +175,13 @@ def test_clearing_removes_pages_of_an_earlier_build(tmp_path):
     (folder / "10_language_drops.ipynb").write_text("{}")
     part.clear_part(folder)
     assert folder.is_dir() and not list(folder.iterdir())
+
+
+def test_the_first_page_compares_with_the_paper_fully_only_with_all_ten_models():
+    ten = part.comparison_text(list(release_files.RELEASED_MODELS))
+    assert "The part has all ten of the paper's models, so its verdicts answer the same question" in ten
+    assert "partial" not in ten and "make released" not in ten
+    two = part.comparison_text(["gemma2-9b", "llama3.1-8b"])
+    assert ("The part has 2 of the paper's ten models (gemma2-9b, llama3.1-8b), so the comparison is partial: the "
+            "paper's conclusion rests on all ten.") in two and "make released" in two
+    assert two.startswith("The paper's conclusion: for Hindi, Korean and Swahili the drop clearly exceeds")

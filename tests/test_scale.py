@@ -16,7 +16,7 @@ from biasaudit.run.params import validate_params
 from biasaudit.run.synthetic import synthetic_release, write_synthetic_run
 
 RESULTS = ["language_drops", "noise_floor", "models", "carry_over", "sources", "dimensions", "faithful", "summed", "agreement",
-           "detection", "label_errors", "case_study"]
+           "detection", "label_errors", "case_study", "verdict"]
 STUDY = {"n_permutations": 20_000, "n_bootstrap": 5_000, "n_runs": 200}  # params/released.yml
 TIMINGS: dict[str, float] = {}
 

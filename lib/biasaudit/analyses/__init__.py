@@ -4,6 +4,7 @@ and returns a tidy DataFrame. One module per idea:
 - `scores`: soft and binary scores, versions paired with their English originals;
 - `drops`: language drops and the item-by-item cell tests (chapter 10);
 - `floor`: the noise floor and each model's gap against it (chapters 11, 12);
+- `verdict`: the book's answer per language and the evidence per model beside it (chapter 22);
 - `carry_over`: how much of an item's preference survives a change (chapter 13);
 - `detection`: injected shifts and the power of the test (chapter 19);
 - `subsets`: by source, by dimension, faithful translations only (chapters 14–16);
@@ -52,6 +53,7 @@ from biasaudit.analyses.drops import (
 from biasaudit.analyses.floor import (
     floor_cells,
     model_drop_table,
+    model_floors,
     model_gaps,
     noise_floor,
     unchanged_fields,
@@ -81,7 +83,7 @@ __all__ = [
     "ScoresError", "by_dimension", "by_source", "carry_over_pairs", "check_scores", "carry_over_table", "carry_point", "case_study", "cell_tests",
     "cells_from_pairs", "detection_power", "language_detection", "paper_spike_in", "english_rewording_pairs", "error_example", "error_settings",
     "faithful_only", "floor_cells", "has_aggregate", "item_scores", "label_errors", "language_drops",
-    "model_agreement", "model_drop_table", "model_gaps", "model_language_drops", "noise_floor", "option_logprobs",
+    "model_agreement", "model_drop_table", "model_floors", "model_gaps", "model_language_drops", "noise_floor", "option_logprobs",
     "paired_with_english", "pick_case", "released_label_settings", "score_summary", "setting_name",
     "summed_vs_mean", "surface_properties", "unchanged_fields", "version_similarity", "word_frequency_support",
 ]

@@ -1,24 +1,32 @@
-"""One verdict per model × language, and per language, from the evidence of the earlier chapters
-(chapter 22).
+"""The book's one answer per language (chapter 22): is its lower score a real shift, or no more than
+rewording English produces anyway?
 
-The rule (`cell_verdict`), for a drop (English − language; positive: the language looks less biased):
+The language verdict (`language_verdict`) holds the language's mean drop (English − language), with
+its 95% interval, against the noise floors of the run's models (a model's floor: the mean over its
+rewording routes of |English − reworded English|, `floor.model_floors`):
 
-1. **within noise** when |drop| is no larger than the model's noise floor (chapter 11): rewording
-   English alone moves this model's scores as much, so the language cannot be blamed for it;
-2. otherwise **real shift** when the item-by-item test calls the drop reliable (chapter 10:
-   sign-flip test, Benjamini–Hochberg over every model × language cell, q < alpha);
-3. otherwise **too little power to tell** when the test, at this cell's own scatter and number of
-   items, would catch a drop of this size less than `min_power` of the time (`cell_power`): a real
-   shift this large could hide behind this much noise;
-4. otherwise **within noise**: a drop this large would usually have been caught, and was not.
+- **real shift**: the interval lies wholly beyond the largest model floor (on either side of zero):
+  no model's rewording moved its scores that far;
+- **within noise**: the interval lies wholly inside ± the largest floor: rewording English moved some
+  model's scores as far;
+- **beyond the typical floor, not clearly**: the interval lies wholly beyond the typical (median)
+  model floor, but reaches inside the largest one;
+- **too little evidence**: the interval reaches inside the typical floor and beyond the largest one.
 
-A language's verdict (`language_verdict`): cells with too little power abstain. When the cells
-that do vote agree, their verdict is the language's. When none votes, or some call a real shift and
-others, with enough power, call the drop within noise, a test that pools the models decides: the
-language's drop (each item's drop averaged over models, then over items) with its bootstrap interval
-over items, against the noise floor (the median of the models' floors). An interval wholly beyond
-the floor is a real shift; one wholly within ±floor is within noise; otherwise, with no vote it is
-"too little power to tell", and with opposed votes "models disagree".
+Why the largest floor and not the typical one: "clearly more than rewording produces" has to hold
+against every model's rewording, not against a middle one that half the models exceed; and why an
+interval and not the mean: the mean alone cannot tell a wide interval from a narrow one.
+
+The interval (`language_interval`) is across models (Student t, the models as units, as chapter 10
+gives it) when the run has at least `MIN_MODELS` models, so the verdict speaks for models like these;
+with fewer, a t interval over two or three models is too wide to decide anything, and the interval is
+a percentile bootstrap over base items of each item's drop averaged over the models: it speaks for
+these models only, and the page says which.
+
+The model × language cells are the evidence per model shown beside the verdict, not votes: each with
+its drop and interval over items, chapter 10's q, its model's floor, and the power of chapter 10's test
+at the cell's own scatter for a drop of its size (`cell_power`). `cell_evidence` names what a cell
+shows in words.
 """
 
 from __future__ import annotations
@@ -30,51 +38,95 @@ from scipy import stats as sps
 from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.detection import null_pvalues
+from biasaudit.analyses.floor import model_floors
 from biasaudit.analyses.scores import item_scores, paired_with_english
 from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
-REAL, NOISE, UNDERPOWERED, DISAGREE = "real shift", "within noise", "too little power to tell", "models disagree"
-VERDICTS: tuple[str, ...] = (REAL, NOISE, UNDERPOWERED)
+REAL, BEYOND_TYPICAL, UNCLEAR, NOISE = ("real shift", "beyond the typical floor, not clearly", "too little evidence",
+                                        "within noise")
+NO_FLOOR = "no noise floor"
+# In the order the page lists them: strongest evidence of a shift first.
+VERDICTS: tuple[str, ...] = (REAL, BEYOND_TYPICAL, UNCLEAR, NOISE)
+MIN_MODELS: int = 5
+ACROSS_MODELS, OVER_ITEMS = "across models", "over items"
 MIN_POWER: float = 0.8
 
+# What each cell shows (`cell_evidence`); evidence per model, not a verdict.
+WITHIN_FLOOR, RELIABLE, NOT_RELIABLE, LOW_POWER = (
+    "within its model's floor", "beyond its floor, reliable", "beyond its floor, not reliable",
+    "beyond its floor, not reliable, low power")
+EVIDENCE: tuple[str, ...] = (RELIABLE, LOW_POWER, NOT_RELIABLE, WITHIN_FLOOR)
 
-def cell_verdict(*, drop: float, reliable: bool, floor: float, power: float, min_power: float = MIN_POWER) -> str:
-    """The rule of the module docstring, for one model × language cell."""
+
+def language_verdict(low: float, high: float, *, largest_floor: float, typical_floor: float) -> str:
+    """The rule of the module docstring: the interval [low, high] against ± the floors."""
+    if np.isnan(largest_floor) or np.isnan(typical_floor):
+        return NO_FLOOR
+    if typical_floor > largest_floor:
+        raise ValueError(f"the typical floor ({typical_floor}) cannot exceed the largest ({largest_floor})")
+    if np.isnan(low) or np.isnan(high):
+        return UNCLEAR
+    if low > high:
+        raise ValueError(f"an interval's low end ({low}) is above its high end ({high})")
+    if low > largest_floor or high < -largest_floor:
+        return REAL
+    if -largest_floor <= low and high <= largest_floor:
+        return NOISE
+    if low > typical_floor or high < -typical_floor:
+        return BEYOND_TYPICAL
+    return UNCLEAR
+
+
+def verdict_reason(verdict: str, low: float, high: float, *, largest_floor: float, typical_floor: float) -> str:
+    """The condition that gave `verdict`, with this language's numbers, for the verdict table."""
+    interval = f"[{low:.4f}, {high:.4f}]"
+    if verdict == REAL:
+        return f"{interval} lies beyond every model's floor (largest {largest_floor:.4f})"
+    if verdict == NOISE:
+        return f"{interval} lies inside ± the largest floor ({largest_floor:.4f})"
+    if verdict == BEYOND_TYPICAL:
+        return (f"{interval} lies beyond the typical floor ({typical_floor:.4f}) but reaches inside the largest "
+                f"({largest_floor:.4f})")
+    if verdict == UNCLEAR:
+        if np.isnan(low) or np.isnan(high):
+            return "no interval: too few items or models"
+        return (f"{interval} reaches inside the typical floor ({typical_floor:.4f}) and beyond the largest "
+                f"({largest_floor:.4f})")
+    if verdict == NO_FLOOR:
+        return "the run has no English rewordings, so no floor to compare with"
+    raise ValueError(f"{verdict!r} is not a verdict")
+
+
+def interval_basis(n_models: int, min_models: int = MIN_MODELS) -> str:
+    """Across models when there are enough of them to be the units of an interval; else over items."""
+    return ACROSS_MODELS if n_models >= min_models else OVER_ITEMS
+
+
+def language_interval(model_drops: np.ndarray, item_drops: np.ndarray, options: StudyOptions, *, key: tuple,
+                      min_models: int = MIN_MODELS) -> tuple[str, float, float, float]:
+    """(basis, drop, low, high): a t interval over the models' drops (chapter 10's), or, with fewer than
+    `min_models` models, a percentile bootstrap over the items' drops (each averaged over the models)."""
+    basis = interval_basis(int(np.sum(~np.isnan(np.asarray(model_drops, dtype=float)))), min_models)
+    if basis == ACROSS_MODELS:
+        drop, low, high = stats.t_interval(model_drops, level=options.level)
+    else:
+        drop, low, high = stats.bootstrap_mean_ci(item_drops, n_boot=options.n_bootstrap, level=options.level,
+                                                  seed=[options.seed, stats.group_seed_key(("verdict", *key))])
+    return basis, drop, low, high
+
+
+def cell_evidence(*, drop: float, reliable: bool, floor: float, power: float, min_power: float = MIN_POWER) -> str:
+    """What one model × language cell shows: within its model's floor, or beyond it and then reliable
+    (chapter 10's test) or not, and if not, whether the test had the power to see a drop this large."""
     if np.isnan(drop):
-        raise ValueError("a cell without a drop has no verdict")
+        raise ValueError("a cell without a drop shows nothing")
     if not np.isnan(floor) and abs(drop) <= floor:
-        return NOISE
+        return WITHIN_FLOOR
     if reliable:
-        return REAL
+        return RELIABLE
     if np.isnan(power) or power < min_power:
-        return UNDERPOWERED
-    return NOISE
-
-
-def pooled_verdict(low: float, high: float, floor: float) -> str | None:
-    """The pooled test: the language's drop interval against ±floor; None when it decides nothing."""
-    if np.isnan(low) or np.isnan(high) or np.isnan(floor):
-        return None
-    if low > floor or high < -floor:
-        return REAL
-    if -floor <= low and high <= floor:
-        return NOISE
-    return None
-
-
-def language_verdict(cell_verdicts: list[str], *, low: float = np.nan, high: float = np.nan,
-                     floor: float = np.nan) -> tuple[str, str]:
-    """(verdict, what decided it: "cells" or "pooled drop"), by the rule of the module docstring;
-    `low`, `high` are the language's pooled drop interval and `floor` its noise floor."""
-    if not cell_verdicts:
-        raise ValueError("a language without cells has no verdict")
-    votes = {verdict for verdict in cell_verdicts if verdict != UNDERPOWERED}
-    if len(votes) == 1:
-        return votes.pop(), "cells"
-    pooled = pooled_verdict(low, high, floor)
-    if pooled is not None:
-        return pooled, "pooled drop"
-    return (DISAGREE if votes else UNDERPOWERED), "cells"
+        return LOW_POWER
+    return NOT_RELIABLE
 
 
 def cell_power(changes: np.ndarray, shift: float, other_p: np.ndarray, options: StudyOptions, *, n_runs: int,
@@ -93,23 +145,24 @@ def cell_power(changes: np.ndarray, shift: float, other_p: np.ndarray, options: 
 def verdict_cells(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS, *, cells: pd.DataFrame,
                   floors: pd.DataFrame, similarity: pd.DataFrame | None = None, threshold: float = 0.9,
                   n_runs: int = 200, min_power: float = MIN_POWER) -> pd.DataFrame:
-    """The evidence and verdict of every model × language cell.
+    """The evidence of every model × language cell.
 
     `cells` and `floors` are the run's `cell_tests` and `floor_cells`. Columns: model, language, n,
     drop with a percentile bootstrap interval over items (low, high), q, reliable, floor (the
-    model's: median over its routes of |English − reworded|), above_floor, drop_faithful (the drop
-    on faithful translations only, with `similarity`), slope (carry-over of this model and language),
-    power (of the test at this cell's scatter, for a drop of this size), verdict.
+    model's: `floor.model_floors`), above_floor, drop_faithful (the drop on faithful translations
+    only, with `similarity`), slope (carry-over of this model and language), power (of the test at this
+    cell's scatter, for a drop of this size), evidence (`cell_evidence`).
     """
     pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
-    model_floor = floors.groupby("model")["floor"].median()
+    model_floor = model_floors(floors)
     if similarity is not None:
         judged = similarity.groupby("item_id")["similarity"].mean()
         pairs = pairs.assign(faithful=pairs["item_id"].map(judged).ge(threshold))
     rows = []
     for (model, language), group in pairs.groupby(["model", "language"], sort=True):
-        cell = cells.loc[(cells["model"] == model) & (cells["language"] == language)].iloc[0]
-        others = cells.loc[~((cells["model"] == model) & (cells["language"] == language)), "p"].to_numpy(dtype=float)
+        mine = (cells["model"] == model) & (cells["language"] == language)
+        cell = cells.loc[mine].iloc[0]
+        others = cells.loc[~mine, "p"].to_numpy(dtype=float)
         drops = -group["change"].to_numpy(dtype=float)
         drop, low, high = stats.bootstrap_mean_ci(drops, n_boot=options.n_bootstrap, level=options.level,
                                                   seed=[options.seed, stats.group_seed_key(("verdict", model, language))])
@@ -123,33 +176,49 @@ def verdict_cells(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS,
             "above_floor": bool(abs(drop) > floor) if not np.isnan(floor) else np.nan,
             "drop_faithful": float(-faithful["change"].mean()) if len(faithful) else np.nan,
             "slope": carry_point(group)["slope"], "power": power,
-            "verdict": cell_verdict(drop=drop, reliable=bool(cell["reliable"]), floor=floor, power=power,
-                                    min_power=min_power),
+            "evidence": cell_evidence(drop=drop, reliable=bool(cell["reliable"]), floor=floor, power=power,
+                                      min_power=min_power),
         })
     return pd.DataFrame(rows)
 
 
-def verdict_languages(table: pd.DataFrame, scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
-    """One row per language: models, the drop averaged over models with a bootstrap interval over
-    items (each item's drop averaged over models first), reliable models, the models' floors, the
-    faithful-only drop, the carry-over slope (pooled within models), power (median over models), how
-    many models reach each verdict, the language's verdict (`language_verdict`) and what decided it."""
+def verdict_languages(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS, *, cells: pd.DataFrame,
+                      floors: pd.DataFrame, min_models: int = MIN_MODELS) -> pd.DataFrame:
+    """One row per language: n_models, basis and the drop with its interval (`language_interval`), the
+    typical (median) and largest model floor, the verdict (`language_verdict`) and its reason.
+
+    `cells` and `floors` are the run's `cell_tests` and `floor_cells`. The floors are those of every
+    model with rewordings, whether or not it has this language: rewording is one yardstick for all."""
+    pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
+    known = model_floors(floors).dropna().to_numpy(dtype=float)
+    typical, largest = (float(np.median(known)), float(known.max())) if known.size else (np.nan, np.nan)
+    rows = []
+    for language, mine in cells.groupby("language", sort=True):
+        item_drops = -pairs.loc[pairs["language"] == language].groupby("base_id")["change"].mean().to_numpy()
+        basis, drop, low, high = language_interval(mine["drop"].to_numpy(dtype=float), item_drops, options,
+                                                   key=(language,), min_models=min_models)
+        verdict = language_verdict(low, high, largest_floor=largest, typical_floor=typical)
+        rows.append({
+            "language": language, "n_models": len(mine), "basis": basis, "drop": drop, "low": low, "high": high,
+            "typical_floor": typical, "largest_floor": largest, "verdict": verdict,
+            "reason": verdict_reason(verdict, low, high, largest_floor=largest, typical_floor=typical),
+        })
+    return pd.DataFrame(rows, columns=["language", "n_models", "basis", "drop", "low", "high", "typical_floor",
+                                       "largest_floor", "verdict", "reason"])
+
+
+def language_evidence(table: pd.DataFrame, scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
+    """Per language, the evidence of its cells (`verdict_cells`' table) shown beside the verdict:
+    reliable_models, above_floor_models, power (median over the models), drop_faithful (mean over the
+    models) and the carry-over slope (pooled within models)."""
     pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
     rows = []
     for language, mine in table.groupby("language", sort=True):
-        per_item = -pairs.loc[pairs["language"] == language].groupby("base_id")["change"].mean()
-        drop, low, high = stats.bootstrap_mean_ci(per_item.to_numpy(), n_boot=options.n_bootstrap, level=options.level,
-                                                  seed=[options.seed, stats.group_seed_key(("verdict", language))])
-        counts = mine["verdict"].value_counts()
-        floor = float(mine["floor"].median())
-        verdict, decided_by = language_verdict(list(mine["verdict"]), low=low, high=high, floor=floor)
         rows.append({
-            "language": language, "n_models": len(mine), "drop": drop, "low": low, "high": high,
-            "reliable_models": int(mine["reliable"].sum()), "floor": floor,
-            "drop_faithful": float(mine["drop_faithful"].mean()),
+            "language": language, "reliable_models": int(mine["reliable"].sum()),
+            "above_floor_models": int(mine["above_floor"].fillna(False).astype(bool).sum()),
+            "power": float(mine["power"].median()), "drop_faithful": float(mine["drop_faithful"].mean()),
             "slope": carry_point(pairs.loc[pairs["language"] == language])["slope"],
-            "power": float(mine["power"].median()),
-            **{f"n_{v.replace(' ', '_')}": int(counts.get(v, 0)) for v in VERDICTS},
-            "verdict": verdict, "decided_by": decided_by,
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["language", "reliable_models", "above_floor_models", "power", "drop_faithful",
+                                       "slope"])

@@ -7,6 +7,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from biasaudit.analyses import verdict
+from biasaudit.templates.pass_rates import floor_by_model
+from biasaudit.translate.languages import language_label
+
 
 def use_svg() -> None:
     """Render every chart in this kernel as static SVG."""
@@ -386,7 +390,7 @@ def pass_drops(cells: pd.DataFrame, floor: pd.DataFrame,
     y = alt.Y("model:N", title=None)
     layers = []
     if len(floor):
-        band = floor.groupby("model")["floor"].median().rename("floor").reset_index()
+        band = floor_by_model(floor).rename("floor").reset_index()
         band["low"], band["high"] = -band["floor"], band["floor"]
         layers.append(alt.Chart(band).mark_bar(opacity=0.2, color="gray", size=22).encode(
             y=y, x=alt.X("low:Q"), x2="high:Q", tooltip=["model", alt.Tooltip("floor:Q", format=".0%")]))
@@ -399,24 +403,54 @@ def pass_drops(cells: pd.DataFrame, floor: pd.DataFrame,
     return alt.layer(*layers).properties(width=420, height=40 * max(1, data["model"].nunique()), title=title)
 
 
-VERDICT_COLOURS = {"real shift": "#d95f02", "within noise": "#1b9e77", "too little power to tell": "#7570b3"}
+VERDICT_COLOURS = {verdict.REAL: "#d95f02", verdict.BEYOND_TYPICAL: "#e6ab02", verdict.UNCLEAR: "#7570b3",
+                   verdict.NOISE: "#1b9e77", verdict.NO_FLOOR: "#999999"}
+EVIDENCE_COLOURS = {verdict.RELIABLE: "#d95f02", verdict.LOW_POWER: "#7570b3", verdict.NOT_RELIABLE: "#66a61e",
+                    verdict.WITHIN_FLOOR: "#1b9e77"}
 
 
-def verdict_chart(cells: pd.DataFrame, title: str = "Drop per model and language, coloured by its verdict"
+def language_verdicts(languages: pd.DataFrame, title: str = "Each language's drop against the models' noise floors"
+                      ) -> alt.LayerChart:
+    """Each language's drop with the interval its verdict reads, coloured by the verdict; the light band
+    is ± the largest model floor, the dashed lines ± the typical (median) floor: an interval wholly
+    outside the band is a real shift, wholly inside it within noise."""
+    data = languages.assign(label=languages["language"].map(language_label))
+    y = alt.Y("label:N", sort=list(data.sort_values("drop", ascending=False)["label"]), title=None)
+    colour = alt.Color("verdict:N", title="verdict", scale=alt.Scale(
+        domain=[v for v in VERDICT_COLOURS if v in set(data["verdict"])] or list(VERDICT_COLOURS),
+        range=[c for v, c in VERDICT_COLOURS.items() if v in set(data["verdict"])] or list(VERDICT_COLOURS.values())))
+    largest, typical = float(data["largest_floor"].iloc[0]), float(data["typical_floor"].iloc[0])
+    layers = []
+    if np.isfinite(largest):
+        layers.append(alt.Chart(pd.DataFrame({"lo": [-largest], "hi": [largest]})).mark_rect(
+            color="lightgray", opacity=0.6).encode(x="lo:Q", x2="hi:Q"))
+        layers.extend(_zero_rule(value=side * typical) for side in (-1, 1))
+    layers.append(alt.Chart(data).mark_rule(strokeWidth=3).encode(
+        y=y, x=alt.X("low:Q", title="drop (English − language), 95% interval"), x2="high:Q", color=colour))
+    layers.append(alt.Chart(data).mark_point(filled=True, size=70).encode(
+        y=y, x="drop:Q", color=colour,
+        tooltip=["label", "verdict", "basis", alt.Tooltip("drop:Q", format=".4f"), alt.Tooltip("low:Q", format=".4f"),
+                 alt.Tooltip("high:Q", format=".4f")]))
+    layers.append(alt.Chart(pd.DataFrame({"v": [0.0]})).mark_rule(color="black").encode(x="v:Q"))
+    return alt.layer(*layers).properties(width=420, height=28 * len(data) + 20, title=title)
+
+
+def cell_evidence(cells: pd.DataFrame, title: str = "Drop per model and language: the evidence per model"
                   ) -> alt.LayerChart:
-    """Each model × language drop with its interval, coloured by the verdict; the grey band is the
-    model's noise floor (±floor): a drop inside it is no larger than rewording produces."""
+    """Each model × language drop with its interval over items, coloured by what the cell shows
+    (`analyses.verdict.cell_evidence`); the grey band is the model's noise floor (±floor)."""
     data = cells.assign(row=cells["language"] + " · " + cells["model"])
     order = list(data.sort_values(["language", "model"])["row"])
     y = alt.Y("row:N", sort=order, title=None)
-    colour = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLOURS), range=list(VERDICT_COLOURS.values())),
-                       title="verdict")
+    shown = [e for e in EVIDENCE_COLOURS if e in set(data["evidence"])] or list(EVIDENCE_COLOURS)
+    colour = alt.Color("evidence:N", title="this model's cell", scale=alt.Scale(
+        domain=shown, range=[EVIDENCE_COLOURS[e] for e in shown]))
     band = alt.Chart(data.assign(lo=-data["floor"], hi=data["floor"])).mark_bar(color="lightgray", size=14).encode(
         y=y, x="lo:Q", x2="hi:Q")
     rules = alt.Chart(data).mark_rule(strokeWidth=2).encode(y=y, x=alt.X("low:Q", title="drop (English − language)"),
                                                             x2="high:Q", color=colour)
     points = alt.Chart(data).mark_point(filled=True, size=60).encode(
-        y=y, x="drop:Q", color=colour, tooltip=["model", "language", "verdict", alt.Tooltip("drop:Q", format=".3f"),
+        y=y, x="drop:Q", color=colour, tooltip=["model", "language", "evidence", alt.Tooltip("drop:Q", format=".3f"),
                                                 alt.Tooltip("q:Q", format=".3f"), alt.Tooltip("power:Q", format=".0%")])
     return (band + rules + points + _zero_rule()).properties(width=420, height=18 * len(data) + 20, title=title)
 

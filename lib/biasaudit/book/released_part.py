@@ -160,15 +160,31 @@ def markdown_table(frame: pd.DataFrame) -> str:
 
 
 def verdicts_side_by_side(main: RunParams, released: RunParams) -> pd.DataFrame:
-    """Language × (this run's verdict, the released study's verdict), from chapter 22's own tables."""
+    """Language × (this run's verdict, the released study's verdict, the paper's conclusion), the
+    verdicts from chapter 22's own tables."""
 
     def column(params: RunParams, label: str) -> pd.Series:
         languages = verdict.report(params).tables["languages"]
         return languages.set_index("language")["verdict"].rename(label)
 
-    both = pd.concat([column(main, "this build's main run"), column(released, "the released study")], axis=1)
-    both = both.fillna("not in this run").rename_axis("language").reset_index()
+    columns = [column(main, "this build's main run"), column(released, "the released study")]
+    both = pd.concat(columns, axis=1).fillna("not in this run").rename_axis("language").reset_index()
+    both["the paper's conclusion"] = [verdict.PAPER_CLAIM if code in verdict.PAPER_EXCEEDS else verdict.NO_CLAIM
+                                      for code in both["language"]]
     return both.assign(language=both["language"].map(language_label))
+
+
+def comparison_text(models: list[str]) -> str:
+    """How far the released study's verdicts can be read against the paper's conclusion: fully with all ten
+    models, partially (naming the models at hand) with fewer."""
+    missing = [m for m in release_files.RELEASED_MODELS if m not in models]
+    head = ("The paper's conclusion: for Hindi, Korean and Swahili the drop clearly exceeds what rewording English "
+            "produces; it makes no such claim for the other languages.")
+    if not missing:
+        return (f"{head} The part has all ten of the paper's models, so its verdicts answer the same question on the "
+                "same scores; [its verdict page](22_verdict) says where they differ from the paper's, and why.")
+    return (f"{head} The part has {len(models)} of the paper's ten models ({', '.join(models)}), so the comparison is "
+            f"partial: the paper's conclusion rests on all ten. To add the rest, {GET_THEM}")
 
 
 def index_page(main_params_path: str | Path, part: PartSource, chapters: list[str]) -> str:
@@ -203,9 +219,7 @@ items), so their rows never pair up. The one comparison that does is the verdict
 
 {markdown_table(side)}
 
-The rule behind each verdict is on [the verdict page](22_verdict). {'' if len(models) == 10 else
-f'With {len(models)} of ten models at hand, a language verdict rests on fewer models than the paper had; '
-f'to add the rest, {GET_THEM}'}
+The rule behind each verdict is on [the verdict page](22_verdict). {comparison_text(models)}
 
 ## Parameters
 

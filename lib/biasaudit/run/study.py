@@ -56,7 +56,7 @@ class Study:
         """Every model × route cell of English rewordings, tested the same way (family: all routes)."""
         return self.computed("floor_cells", lambda: analyses.floor_cells(self.scores, self.options))
 
-    def gaps(self, floor_over_routes: Literal["median", "mean"] = "median") -> pd.DataFrame:
+    def gaps(self, floor_over_routes: Literal["median", "mean"] = "mean") -> pd.DataFrame:
         """Each model's gap, floor and gap − floor with its bootstrap interval."""
         return self.computed("model_gaps", lambda: analyses.model_gaps(
             self.scores, self.options, floor_over_routes=floor_over_routes, cells=self.cells(),
@@ -80,6 +80,12 @@ class Study:
         return self.computed("verdict_cells", lambda: verdict_analysis.verdict_cells(
             self.scores, self.options, cells=self.cells(), floors=self.floor_cells(), similarity=similarity,
             threshold=threshold, n_runs=n_runs), threshold, n_runs, similarity is not None)
+
+    def language_verdicts(self) -> pd.DataFrame:
+        """The book's verdict per language (chapter 22's rule), which chapters 10, 16 and 19 show beside
+        their own numbers: one table, so no two pages give a language different answers."""
+        return self.computed("language_verdicts", lambda: verdict_analysis.verdict_languages(
+            self.scores, self.options, cells=self.cells(), floors=self.floor_cells()))
 
     def detection(self, deltas: list[float], n_runs: int, inject: Literal["all", "one"] = "all") -> pd.DataFrame:
         return self.computed("detection", lambda: analyses.detection_power(

@@ -97,8 +97,9 @@ def template_floor(evaluations: pd.DataFrame, options: StudyOptions = DEFAULT_OP
 
 
 def floor_by_model(floor: pd.DataFrame) -> pd.Series:
-    """Each model's floor: the median over its routes of |English − reworded| pass rate."""
-    return floor.groupby("model")["floor"].median()
+    """Each model's floor: the mean over its routes of |English − reworded| pass rate (as a model's
+    score floor is, `analyses.floor.model_floors`)."""
+    return floor.groupby("model")["floor"].mean()
 
 
 def language_correlations(evaluations: pd.DataFrame) -> pd.DataFrame:

@@ -7,6 +7,7 @@ import pandas as pd
 from biasaudit import analyses
 from biasaudit.book import charts
 from biasaudit.book.chapters.faithful import read_similarity
+from biasaudit.book.prose import extremes
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data import released
 from biasaudit.run.params import RunParams
@@ -18,7 +19,8 @@ POWER_STYLE = TableStyle(columns={
     "detected_se": "standard error", "any_detected": "runs with a detection", "false_alarm": "false alarms"})
 LANGUAGE_STYLE = TableStyle(columns={
     "language": "language", "sd": "SD of the per-item changes", "observed": "observed |drop| (median over models)",
-    "power_observed": "power at the observed drop (as in chapter 22)", "delta_80": "smallest δ caught ≥ 80% (curve)"},
+    "power_observed": "power at the observed drop (as in chapter 22)", "delta_80": "smallest δ caught ≥ 80% (curve)",
+    "verdict": "verdict (chapter 22)"},
     formats={"power_observed": "{:.0%}", "language": language_label})
 
 
@@ -39,6 +41,30 @@ def language_summary(curves: pd.DataFrame, cells: pd.DataFrame, verdict_cells: p
                      "power_observed": float(power.get(language, float("nan"))),
                      "delta_80": float(caught.min()) if len(caught) else float("nan")})
     return pd.DataFrame(rows)
+
+
+def power_text(by_language: pd.DataFrame) -> str:
+    """The per-language power at the observed drops, lowest and highest, in one sentence."""
+    span = extremes(by_language.set_index("language")["power_observed"], lambda p: f"{p:.0%}")
+    if not span:
+        return "This run has no language cells, so there is no power to report."
+    return (f"At each language's own scatter and observed drop, the cell test's power (median over the models) runs "
+            f"{span}." if " to " in span else f"At each language's own scatter and observed drop, the cell test's "
+            f"power (median over the models) is {span}.")
+
+
+def weak_text(by_language: pd.DataFrame) -> str:
+    """What a low power means for the cell tests, and that the verdict does not rest on them."""
+    weak = by_language.loc[by_language["power_observed"] < 0.8, "language"].tolist()
+    verdict = (" The verdict does not rest on the cell tests: it holds each language's drop, with its interval, "
+               "against the noise floors (its answer is the table's last column).")
+    if weak:
+        return (f"For {spoken_list([language_label(w) for w in weak])}, a drop the size of the observed one would be "
+                "called reliable in fewer than 80% of the runs: a cell there that the test does not call reliable is not "
+                "evidence that no shift of that size is there." + verdict)
+    return ("For every language, a drop the size of the observed one would be called reliable in at least 80% of the "
+            "runs: a cell the test does not call reliable is evidence that no shift that large is there in that "
+            "model." + verdict)
 
 
 def _yes_no(value: object) -> str:
@@ -72,8 +98,9 @@ def spike_in_text(table: pd.DataFrame, n_models: int, n_cells: int) -> str:
 def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
     """The paper's spike-in on this run beside the released curve, when this run reads released scores."""
     if not params.released_scores:
-        return pd.DataFrame(), ("This run reads no released scores, so the paper's spike-in is not compared here: the "
-                                "released part's copy of this page does it.")
+        return pd.DataFrame(), ("This run reads no released scores, so the paper's spike-in is not run here, and there "
+                                "is no table: the book's released part runs this page on the released scores when the "
+                                "build has them.")
     folder = released.resolve_released_source(params.released_scores)
     path = (folder if folder.is_dir() else folder.parent) / "spike_in_null.csv"
     if not path.is_file():
@@ -105,9 +132,9 @@ def report(params: RunParams) -> Report:
     caught = power.loc[power["detected"] >= 0.8, "delta"]
     median_drop = float(cells["drop"].abs().median())
     below = power.loc[power["delta"] <= median_drop]
-    by_language = language_summary(curves, cells, verdict_cells)
+    by_language = language_summary(curves, cells, verdict_cells).merge(
+        study.language_verdicts()[["language", "verdict"]], on="language", how="left")
     floor_sd = float(analyses.floor_cells(study.scores, study.options)["sd"].median()) if len(power) else float("nan")
-    weak = by_language.loc[by_language["power_observed"] < 0.8, "language"].tolist()
     nan = float("nan")
     out = Report()
     out.add_table("power", power, POWER_STYLE)
@@ -123,12 +150,7 @@ def report(params: RunParams) -> Report:
         "delta_at_median": float(below["delta"].iloc[-1]) if len(below) else nan, "alpha": params.alpha,
         "floor_sd": floor_sd, "language_sd_low": float(by_language["sd"].min()),
         "language_sd_high": float(by_language["sd"].max()),
-        "weak_text": (f"At their own scatter, the observed drops of {spoken_list([language_label(w) for w in weak])} would be caught less than "
-                      "80% of the time: a drop there that the test does not call reliable is not evidence that no "
-                      "shift of that size is there." if weak else
-                      "At their own scatter, every language's observed drop would be caught at least 80% of the "
-                      "time, so a drop the test does not call reliable is evidence that no shift that large is "
-                      "there."),
+        "weak_text": weak_text(by_language), "power_text": power_text(by_language),
     })
     spike, out.values["spike_in_text"] = spike_in(params, study)
     out.values["spike_n_runs"] = SPIKE_RUNS

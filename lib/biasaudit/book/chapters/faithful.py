@@ -6,11 +6,14 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit import analyses
+from biasaudit.analyses import verdict
 from biasaudit.book import charts
-from biasaudit.book.report import Report, TableStyle, note, with_interval
+from biasaudit.book.prose import language_names
+from biasaudit.book.report import Report, TableStyle, note, spoken_list, with_interval
 from biasaudit.run.params import RunParams
 from biasaudit.run.paths import run_dir
 from biasaudit.run.study import Study
+from biasaudit.translate.languages import language_label
 
 # Each drop with its 95% interval in one cell ("value [low, high]"), so the table fits the page.
 FAITHFUL_STYLE = TableStyle(columns={
@@ -20,7 +23,7 @@ FAITHFUL_STYLE = TableStyle(columns={
 TESTS_STYLE = TableStyle(columns={
     "subset": "subset", "language": "language", "n_items": "items", "translation_drop": "translation drop",
     "rewording_drop": "rewording drop", "shown_excess": "excess drop [95%]", "p": "p", "q": "q",
-    "reliable": "reliable"}, decimals=4)
+    "reliable": "reliable", "verdict": "verdict (chapter 22)"}, decimals=4, formats={"language": language_label})
 
 
 def read_similarity(params: RunParams) -> pd.DataFrame | None:
@@ -57,18 +60,31 @@ def faithful_text(faithful: pd.DataFrame) -> str:
             f"{mean['reduction_high']:.3f}{share}.")
 
 
-def tests_text(tests: pd.DataFrame) -> str:
-    lines = []
+def tests_text(tests: pd.DataFrame, verdicts: pd.Series) -> str:
+    """Per subset, the languages where translation reliably moves items more (or less) than rewording, and
+    for each the verdict of chapter 22 where it is not a real shift, with why the two can differ.
+
+    `verdicts` maps a language code to its verdict (`Study.language_verdicts`)."""
+    lines, other = [], {}
     for subset, rows in tests.groupby("subset", sort=False):
         more = rows.loc[rows["reliable"] & (rows["excess_drop"] > 0), "language"].tolist()
         less = rows.loc[rows["reliable"] & (rows["excess_drop"] < 0), "language"].tolist()
         line = (f"{subset} ({int(rows['n_items'].max())} items at most per language): in {len(more)} of {len(rows)} "
                 f"languages translation reliably lowers the score more than rewording does"
-                + (f" ({', '.join(more)})" if more else ""))
+                + (f" ({language_names(more)})" if more else ""))
         if less:
-            line += f", and in {len(less)} reliably less ({', '.join(less)})"
+            line += f", and in {len(less)} reliably less ({language_names(less)})"
         lines.append(line)
-    return "; ".join(lines) + "." if lines else "This run has no items with both translations and rewordings."
+        other.update({c: verdicts[c] for c in (*more, *less) if c in verdicts and verdicts[c] != verdict.REAL})
+    if not lines:
+        return "This run has no items with both translations and rewordings."
+    text = "; ".join(lines) + "."
+    if other:
+        named = spoken_list([f"{language_label(c)} *{other[c]}*" for c in other])
+        text += (f" The verdict of chapter 22 calls {named}: this test asks whether the items' translation drop exceeds "
+                 "their own rewording drop on average (the excess against zero); the verdict asks more, that the "
+                 "language's whole 95% interval lie beyond every model's noise floor.")
+    return text
 
 
 def subsets_text(tests: pd.DataFrame, similarity: pd.DataFrame | None, threshold: float) -> str:
@@ -109,11 +125,12 @@ def report(params: RunParams) -> Report:
         f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)
         for name, column in (("all", "drop_all"), ("faithful", "drop_faithful"), ("reduction", "reduction"))}),
         FAITHFUL_STYLE)
-    out.add_table("tests", tests.assign(shown_excess=with_interval(tests["excess_drop"], tests["low"], tests["high"], 4)),
-                  TESTS_STYLE)
+    verdicts = study.language_verdicts()
+    out.add_table("tests", tests.assign(shown_excess=with_interval(tests["excess_drop"], tests["low"], tests["high"], 4))
+                  .merge(verdicts[["language", "verdict"]], on="language", how="left"), TESTS_STYLE)
     out.values.update({
         "judged_text": judged_text(params, study.scores, similarity), "faithful_text": faithful_text(faithful),
-        "tests_text": tests_text(tests),
+        "tests_text": tests_text(tests, verdicts.set_index("language")["verdict"]),
         "subsets_text": subsets_text(tests, similarity, params.faithful_threshold),
     })
     if similarity is not None:

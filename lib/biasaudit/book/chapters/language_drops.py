@@ -12,8 +12,8 @@ from biasaudit.run.study import Study
 DROPS_STYLE = TableStyle(columns={
     "language": "language", "n_items": "items", "n_models": "models", "soft": "soft score", "binary": "binary score",
     "drop": "drop (English − language)", "interval": "95% interval across models",
-    "reliable_drops": "models with a reliable drop", "slope": "carry-over slope", "same_choice": "same choice",
-    "fluency": "fluency"})
+    "reliable_drops": "models with a reliable drop", "verdict": "verdict (chapter 22)", "slope": "carry-over slope",
+    "same_choice": "same choice", "fluency": "fluency"})
 CELLS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "n": "items", "drop": "drop (English − language)", "p": "p", "q": "q",
     "reliable": "reliable", "drop_binary": "drop (binary)", "q_binary": "q (binary)", "sd": "SD of the changes",
@@ -22,7 +22,7 @@ CELLS_STYLE = TableStyle(columns={
 
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
-    drops = study.language_drops()
+    drops = study.language_drops().merge(study.language_verdicts()[["language", "verdict"]], on="language", how="left")
     cells = study.cells()
     others = drops.loc[drops["language"] != "en"]
     english = drops.loc[drops["language"] == "en"].iloc[0]

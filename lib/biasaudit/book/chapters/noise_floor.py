@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from biasaudit.analyses.floor import model_floors
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.run.params import RunParams
@@ -32,9 +33,9 @@ def floor_against_noise(floor: float, noise_only: float) -> str:
 
 
 def above_model_floor(language_cells: pd.DataFrame, floor_cells: pd.DataFrame) -> pd.Series:
-    """Per model × language cell: is its |drop| larger than its own model's floor (the median over the
-    model's routes)? The first step of chapter 22's rule, so the two chapters count the same cells."""
-    model_floor = language_cells["model"].map(floor_cells.groupby("model")["floor"].median())
+    """Per model × language cell: is its |drop| larger than its own model's floor (the mean over the
+    model's routes)? Chapter 22 shows the same per cell, so the two chapters count the same cells."""
+    model_floor = language_cells["model"].map(model_floors(floor_cells))
     return language_cells["drop"].abs() > model_floor
 
 

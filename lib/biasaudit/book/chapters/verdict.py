@@ -1,33 +1,38 @@
-"""Chapter 22: is each language's lower score a real shift? One verdict per language, from the evidence
-of the earlier chapters, by a rule written on the page (`biasaudit.analyses.verdict`)."""
+"""Chapter 22: is each language's lower score a real shift? One verdict per language, by a rule written on
+the page (`biasaudit.analyses.verdict`), with the model × language cells beside it as evidence."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from biasaudit.analyses import verdict as v
+from biasaudit.analyses.floor import model_floors
 from biasaudit.book import charts
 from biasaudit.book.chapters.faithful import read_similarity
-from biasaudit.book.report import Report, TableStyle, interval_column, spoken_list
+from biasaudit.book.prose import count_noun
+from biasaudit.book.report import Report, TableStyle, interval_column, spoken_list, with_interval
+from biasaudit.data.release_files import RELEASED_MODELS
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
 from biasaudit.translate.languages import language_label
 
+# The evidence per model that explains a verdict (faithful-only drop, carry-over) is in the cells' table.
 LANGUAGE_STYLE = TableStyle(columns={
-    "language": "language", "shown_verdict": "verdict", "drop": "drop (English − language)", "interval": "95% interval over items",
-    "reliable": "reliable shift in", "floor": "noise floor", "drop_faithful": "drop, faithful translations",
-    "slope": "carry-over slope", "power": "power at this scatter"},
+    "language": "language", "verdict": "verdict", "shown_drop": "drop (English − language) [95%]", "reason": "why",
+    "reliable": "reliable in", "above_floor": "beyond own floor in", "power": "power (median)"},
     formats={"power": "{:.0%}", "language": language_label})
 # "reliable" is q below alpha (the prose gives alpha); the items per cell go to the caption when equal.
 CELL_STYLE = TableStyle(columns={
-    "model": "model", "language": "language", "verdict": "verdict", "n": "items", "drop": "drop (English − language)",
-    "interval": "95% interval over items", "q": "q", "floor": "model's floor", "drop_faithful": "drop, faithful",
-    "slope": "slope", "power": "power"}, formats={"power": "{:.0%}"})
+    "model": "model", "language": "language", "evidence": "this model's cell", "n": "items",
+    "drop": "drop (English − language)", "interval": "95% interval over items", "q": "q", "floor": "model's floor",
+    "power": "power", "drop_faithful": "drop, faithful", "slope": "slope"},
+    formats={"power": "{:.0%}", "language": language_label})
 
 
 # The paper's own conclusion (its text, not a table): for these languages the drop clearly exceeds what
 # rewording English produces; for the others it does not claim so.
 PAPER_EXCEEDS: frozenset[str] = frozenset({"hi", "ko", "sw"})
+PAPER_CLAIM, NO_CLAIM = "clearly exceeds rewording", "no such claim"
 PAPER_STYLE = TableStyle(columns={"language": "language", "book": "this book's verdict", "paper": "the paper's conclusion"},
                          formats={"language": language_label}, empty="")
 
@@ -35,69 +40,102 @@ PAPER_STYLE = TableStyle(columns={"language": "language", "book": "this book's v
 def paper_table(languages: pd.DataFrame) -> pd.DataFrame:
     """The book's verdict per language beside the paper's conclusion (released runs only)."""
     return pd.DataFrame({"language": languages["language"], "book": languages["verdict"],
-                         "paper": ["drop exceeds rewording" if code in PAPER_EXCEEDS else "no such claim"
-                                   for code in languages["language"]]})
+                         "paper": [PAPER_CLAIM if code in PAPER_EXCEEDS else NO_CLAIM for code in languages["language"]]})
 
 
-def paper_text(table: pd.DataFrame) -> str:
-    """Where the book's verdict and the paper's conclusion part ways, and why that can be."""
+def paper_text(table: pd.DataFrame, models: list[str]) -> str:
+    """The book's verdicts against the paper's conclusion: whether this run is the paper's study (all ten
+    models) or part of it, and where the two part ways, and why that can be."""
     if table.empty:
-        return ("This run is not the paper's released study, so its verdicts are not set beside the paper's "
-                "conclusion (the released part's copy of this page does that).")
-    claims = table["paper"] == "drop exceeds rewording"
+        return ("This run is not the paper's released study: the paper's conclusion is about other models and "
+                "items, so it is not set beside these verdicts.")
+    missing = [m for m in RELEASED_MODELS if m not in models]
+    scope = ("This run is the paper's released study, all ten of its models." if not missing else
+             f"This run holds {count_noun(len(models), 'model')} of the paper's ten ({', '.join(models)}), so the "
+             f"comparison is partial: the paper's conclusion rests on all ten, and {spoken_list(missing)} are "
+             "missing here.")
+    claims = table["paper"] == PAPER_CLAIM
     real = table["book"] == v.REAL
     apart = table.loc[claims != real, "language"].tolist()
     if not apart:
-        return ("The book's verdict and the paper's conclusion agree in every language: a real shift exactly where the "
-                "paper says the drop exceeds what rewording English produces.")
-    return (f"They part ways for {spoken_list([language_label(c) for c in apart])}. The paper reads the pooled drop "
-            "against the pooled noise floor; the book first asks each model's cell, and pools only when the cells that "
-            "have the power to tell do not agree, so a language can be a real shift in some models without the paper "
-            "claiming it, or the reverse.")
+        return (f"{scope} The book's verdict and the paper's conclusion agree in every language: a real shift exactly "
+                "where the paper says the drop clearly exceeds what rewording English produces.")
+    why = ("On the paper's ten models the rule makes the paper's own comparison (the drop's interval across models "
+           "against the models' floors), so a difference means that this run's drops or floors are not the paper's; "
+           "the cells below give them model by model." if not missing else
+           "With fewer models the interval is wider, or is taken over items when there are fewer than "
+           f"{v.MIN_MODELS} models, and the floors are those of the models at hand.")
+    return f"{scope} The two part ways for {spoken_list([language_label(c) for c in apart])}. {why}"
 
 
-def pooled_text(languages: pd.DataFrame) -> str:
-    """Which languages the pooled drop decided (the table marks them)."""
-    pooled = languages.loc[languages["decided_by"] == "pooled drop", "language"].tolist()
-    if not pooled:
-        return "In this run the cells decided every language."
-    return f"In this run the pooled drop decided {spoken_list([language_label(c) for c in pooled])}."
+def basis_text(languages: pd.DataFrame, min_models: int = v.MIN_MODELS) -> str:
+    """Which interval the verdicts read, and why, for this run's number of models."""
+    bases = set(languages["basis"])
+    n = int(languages["n_models"].max()) if len(languages) else 0
+    if bases == {v.ACROSS_MODELS}:
+        return (f"With {n} models, each language's interval is a Student-t interval across the models (the models "
+                "as units, as in chapter 10): the verdict speaks for models like these, not only for these.")
+    if bases == {v.OVER_ITEMS}:
+        return (f"With {count_noun(n, 'model')} (fewer than {min_models}), an interval across models would rest on "
+                f"{max(n - 1, 0)} degree{'s' if n - 1 != 1 else ''} of freedom and decide nothing, so each "
+                "language's interval is a bootstrap over items of each item's drop averaged over the models: the "
+                "verdict speaks for these models only. Chapter 10 shows the interval across models beside it.")
+    across = languages.loc[languages["basis"] == v.ACROSS_MODELS, "language"].tolist()
+    return (f"The interval is across models for {spoken_list([language_label(c) for c in across])}, which "
+            f"{'has' if len(across) == 1 else 'have'} at least {min_models} models, and over items for the others.")
+
+
+def floors_text(model_floors: pd.Series) -> str:
+    """The floors the verdicts are read against (`analyses.floor.model_floors`): the smallest and the
+    largest, with their models, and the typical (median) one."""
+    floors = model_floors.dropna().sort_values()
+    if floors.empty:
+        return "This run has no English rewordings, so there is no noise floor and no verdict."
+    if len(floors) == 1:
+        return (f"The one model's floor, {floors.iloc[0]:.4f} ({floors.index[0]}), is both the typical and the "
+                "largest floor.")
+    return (f"The models' floors run from {floors.iloc[0]:.4f} ({floors.index[0]}) to {floors.iloc[-1]:.4f} "
+            f"({floors.index[-1]}); the typical (median) floor is {floors.median():.4f}.")
 
 
 def summary_text(languages: pd.DataFrame) -> str:
+    """Every language under its verdict, strongest evidence of a shift first."""
     parts = []
-    for verdict in (*v.VERDICTS, v.DISAGREE):
+    for verdict in (*v.VERDICTS, v.NO_FLOOR):
         names = languages.loc[languages["verdict"] == verdict, "language"].tolist()
         if names:
             parts.append(f"{verdict}: {spoken_list([language_label(n) for n in names])}")
-    return "; ".join(parts) + "."
+    return ("; ".join(parts) + ".") if parts else "This run has no translated items, so no language has a verdict."
 
 
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     similarity = read_similarity(params)
     cells = study.verdict_cells(similarity, params.faithful_threshold, params.n_runs)
-    languages = v.verdict_languages(cells, study.scores, study.options)
+    languages = study.language_verdicts().merge(v.language_evidence(cells, study.scores, study.options),
+                                                on="language", how="left")
+    models = sorted(study.scores["model"].unique())
     out = Report()
-    # Shown narrow enough to read at a glance: the interval in one column, the reliable models as "k of m".
     out.add_table("languages", languages.assign(
-        shown_verdict=[f"{verdict} (pooled drop)" if by == "pooled drop" else verdict
-                       for verdict, by in zip(languages["verdict"], languages["decided_by"])],
-        interval=interval_column(languages["low"], languages["high"]),
-        reliable=[f"{k} of {m} models" for k, m in zip(languages["reliable_models"], languages["n_models"])]),
+        shown_drop=with_interval(languages["drop"], languages["low"], languages["high"], 4),
+        reliable=[f"{k} of {m} models" for k, m in zip(languages["reliable_models"], languages["n_models"])],
+        above_floor=[f"{k} of {m} models" for k, m in zip(languages["above_floor_models"], languages["n_models"])]),
         LANGUAGE_STYLE)
     out.add_table("cells", cells.assign(interval=interval_column(cells["low"], cells["high"])), CELL_STYLE)
     paper = paper_table(languages) if params.released_scores else pd.DataFrame()
     out.add_table("paper", paper, PAPER_STYLE)
-    out.values["paper_text"] = paper_text(paper)
+    counts = cells["evidence"].value_counts()
     out.values.update({
-        "summary_text": summary_text(languages), "n_languages": len(languages), "n_cells": len(cells),
-        "n_models": int(cells["model"].nunique()), "alpha": params.alpha, "min_power": v.MIN_POWER,
-        "n_real": int((cells["verdict"] == v.REAL).sum()), "n_noise": int((cells["verdict"] == v.NOISE).sum()),
-        "n_underpowered": int((cells["verdict"] == v.UNDERPOWERED).sum()),
-        "pooled_text": pooled_text(languages),
+        "paper_text": paper_text(paper, models), "summary_text": summary_text(languages),
+        "basis_text": basis_text(languages), "floors_text": floors_text(model_floors(study.floor_cells())), "min_models": v.MIN_MODELS,
+        "n_languages": len(languages), "n_cells": len(cells), "n_models": int(cells["model"].nunique()),
+        "alpha": params.alpha, "min_power": v.MIN_POWER,
+        **{f"n_{key}": int(counts.get(label, 0)) for key, label in (
+            ("reliable", v.RELIABLE), ("low_power", v.LOW_POWER), ("not_reliable", v.NOT_RELIABLE),
+            ("within_floor", v.WITHIN_FLOOR))},
         "faithful_text": ("Faithful-only drops come from the similarity table of chapter 01." if similarity is not None
                           else "This run has no similarity table, so the faithful-only column is empty."),
     })
-    out.figures["cells"] = charts.verdict_chart(cells)
+    out.figures["languages"] = charts.language_verdicts(languages)
+    out.figures["cells"] = charts.cell_evidence(cells)
     return out
