@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from biasaudit.book.chapters import (
     agreement,
     carry_over,
@@ -333,3 +334,57 @@ def test_chapter_19_tells_the_power_per_language_first():
                            "reliable in fewer than 80% of the runs")
     assert "The verdict does not rest on the cell tests" in weak
     assert weak_text(by_language.assign(power_observed=0.95)).startswith("For every language, a drop the size")
+
+
+def test_chapter_12_counts_cells_against_the_noise_only_value_it_shows():
+    from biasaudit.book.chapters.models import above_noise
+
+    # Model a shows noise only (0.03 + 0.01) / 2 = 0.02 in its column: 0.05 is above twice that, 0.03 is not,
+    # although 0.03 is above twice its own cell's 0.01. Model b shows 0.02: its 0.045 is above 0.04, though
+    # not above twice its own cell's 0.025.
+    cells = pd.DataFrame({"model": ["a", "a", "b", "b"], "drop": [0.05, -0.03, 0.045, 0.01],
+                          "noise_only": [0.03, 0.01, 0.025, 0.015]})
+    assert above_noise(cells) == 2
+    assert int((cells["drop"].abs() > 2 * cells["noise_only"]).sum()) == 1  # the per-cell count differs
+
+
+def test_chapter_14_names_the_one_source_as_such():
+    from biasaudit.book.chapters.sources import drop_text
+
+    row = {"n_cells": 14, "drop": 0.0512, "drop_low": 0.021, "drop_high": 0.08, "n_translated": 64}
+    one = pd.DataFrame([{"source": "written", **row}])
+    assert drop_text(one) == ("Over the written items, the one source with translations in this run, the drop is 0.051 "
+                              "(95% interval 0.021 to 0.080, over 64 items).")
+    two = pd.DataFrame([{"source": "written", **row}, {"source": "bbq", **row, "drop": 0.01, "drop_low": -0.02,
+                                                        "drop_high": 0.04, "n_translated": 30}])
+    assert drop_text(two) == ("The largest drop is in the written items (0.051, 95% interval 0.021 to 0.080, over 64 "
+                              "items). The smallest is in BBQ (0.010, -0.020 to 0.040).")
+
+
+def test_chapter_20_leaves_out_settings_whose_errors_cannot_touch_the_items():
+    from biasaudit.analyses import ERROR_FLAGS, error_settings, setting_name
+    from biasaudit.book.chapters.label_errors import applicable, left_out_text
+
+    errors = pd.DataFrame([{**s, "setting": setting_name(s)} for s in error_settings()])
+    written = applicable(errors, {"written"})
+    assert written["setting"].tolist() == ["none", "scorer_boundary"]
+    assert left_out_text(errors, written) == (
+        "The rescored items include no StereoSet or BBQ item, so errors 1 and 2, which change only those items, would "
+        "repeat the rows without them: the table shows the 2 settings that differ, of 8.")
+    with_bbq = applicable(errors, {"written", "bbq"})
+    assert len(with_bbq) == 4 and not with_bbq["stereoset_label_map"].any()
+    assert left_out_text(errors, with_bbq).startswith("The rescored items include no StereoSet item, so error 1, which "
+                                                      "changes only those items, would repeat the rows without it:")
+    both = applicable(errors, {"stereoset", "bbq"})
+    assert len(both) == 8 and left_out_text(errors, both) == ""
+    assert set(ERROR_FLAGS) <= set(both.columns)
+
+
+def test_chapter_30_counts_unprocessable_templates_among_those_asked():
+    from biasaudit.book.chapters.template_tests import error_counts
+
+    verdicts = ["Passed", "Error", "Error", "Failed", "Error"]  # 5 asked: 2 judged, 3 unprocessable
+    evaluations = pd.DataFrame({"model": "m", "variant": "translation", "language": "hi", "verdict": verdicts})
+    row = error_counts(evaluations).iloc[0]
+    assert (row["asked"], row["total"], row["errors"]) == (5, 2, 3)
+    assert row["error_share"] == pytest.approx(3 / 5)

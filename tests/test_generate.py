@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from biasaudit.lm import openai_http
 from biasaudit.lm.generate import (
+    reply_text,
     GenerationError,
     GenerationSettings,
     LocalGenerator,
@@ -169,7 +170,8 @@ def test_a_generator_describes_its_replies_the_same_before_and_after_loading_the
 def _greedy_by_hand(local: LocalGenerator, text: str, steps: int) -> tuple[str, bool]:
     """Greedy decoding one token at a time from the logits (no `generate`, no padding, no batch)."""
     ids, ended = _greedy_ids(local, text, steps)
-    return local._tokenizer.decode(ids, skip_special_tokens=True), ended
+    text = local._tokenizer.decode(ids, skip_special_tokens=True)
+    return (text if ended else text.rstrip("\ufffd")), ended  # a reply cut at the limit: whole characters only
 
 
 def _greedy_ids(local: LocalGenerator, text: str, steps: int) -> tuple[list[int], bool]:
@@ -214,3 +216,16 @@ def test_a_model_without_chat_template_cannot_converse(local):
     generator = LocalGenerator("tiny", local.settings, network=local._network, tokenizer=plain)
     with pytest.raises(ValueError, match="no chat template"):
         generator.converse([[{"role": "user", "content": "hi"}]])
+
+
+def test_a_reply_cut_inside_a_character_keeps_whole_characters(tiny_lm):
+    _, tokenizer = tiny_lm  # byte-level, trained on the fly: a Devanagari character spans several tokens
+    text = "क्या समान काम के लिए पुरुष"
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    cut = [k for k in range(1, len(ids)) if tokenizer.decode(ids[:k]).endswith("\ufffd")]
+    assert cut, "some prefix ends inside a character"
+    for k in cut:
+        reply = reply_text(tokenizer, ids[:k], finished=False)
+        assert "\ufffd" not in reply and text.startswith(reply)
+    assert reply_text(tokenizer, ids, finished=True) == text
+    assert reply_text(tokenizer, ids[:cut[0]], finished=True).endswith("\ufffd")  # a finished reply is left as it is

@@ -521,9 +521,15 @@ def test_paraphrase_sentences_read_for_one_p_several_and_none():
                              pd.DataFrame({"reason": ["cut off", "cut off"]}), ["es", "fr"])
     assert gap == ("Mean cosine of a paraphrase to its source from P = 1 to P = 2: English (en) 0.95 → 0.90; and "
                    "Spanish (es) 0.90 at P = 1, none at P = 2. No usable paraphrase in French (fr). 2 requests "
-                   "(template × language × P) got fewer paraphrases than asked. The 2 shortfalls: cut off (2).")
+                   "(template × language × P) got fewer paraphrases than asked. Why they came back short: cut off (2).")
     assert ch.paraphrase_text(pd.DataFrame(), pd.DataFrame({"reason": ["empty"]}), ["es"]) == \
-        "The paraphraser made no usable paraphrase. The one shortfall: empty."
+        "The paraphraser made no usable paraphrase in 1 request (template × language × P). Why it came back short: empty."
+    # Compound reasons are split into causes; the count of usable rewordings, which every short request has, is not one.
+    reasons = ["no numbered line in the reply; 0 of 1 rewordings usable"] * 13 + [
+        "cut off at the token limit; placeholders changed; 0 of 1 rewordings usable"]
+    assert ch.shortfall_causes(reasons) == (
+        "Why they came back short: no numbered line in the reply (13), cut off at the token limit (1) and placeholders "
+        "changed (1); a request can have several causes.")
     assert ch.paraphrase_text(pd.DataFrame(), no_short, ["es"]) == "The paraphraser made no usable paraphrase."
 
 

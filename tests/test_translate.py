@@ -472,6 +472,7 @@ def test_paraphrase_prompt_states_number_fragment_and_count():
     ("1. **The nurse told me she was tired.**\n2. The nurse mentioned that she was worn out.", 2,
      ["The nurse told me she was tired.", "The nurse mentioned that she was worn out."], ""),
     ("The nurse told me she was tired.", 2, [], "0 of 2"),
+    ("The nurse told me she was tired.", 2, [], "no numbered line in the reply"),  # the cause, beside the count
 ])
 def test_parse_paraphrases(reply, n, expected, reason):
     found, why = tr.parse_paraphrases(reply, "The nurse said that she was tired.", "en", n)

@@ -277,7 +277,7 @@ def paired_bars(
                      ignore_index=True).dropna(subset=["value"])
     order = list(dict.fromkeys(data[label].astype(str)))
     return alt.Chart(long).mark_bar().encode(
-        y=alt.Y(f"{label}:N", sort=order, title=None),
+        y=alt.Y(f"{label}:N", sort=order, title=None, axis=alt.Axis(labelLimit=400)),  # labels whole, not cut
         yOffset=alt.YOffset(f"{what}:N", sort=list(columns.values())),
         x=alt.X("value:Q", title=x_title),
         color=alt.Color(f"{what}:N", sort=list(columns.values()), title=None),

@@ -115,7 +115,8 @@ class LocalGenerator(Generator):
             dtype = next(self._network.parameters()).dtype
         else:
             dtype = resolve_dtype(self.settings.dtype, self.device or default_device())
-        return {**super().describe(), "dtype": str(dtype).removeprefix("torch."), "chat": self.chat}
+        return {**super().describe(), "dtype": str(dtype).removeprefix("torch."), "chat": self.chat,
+                "cut_replies": "whole characters"}
 
     def _tokenizer_only(self):
         """The tokenizer, without loading the model's weights when they are not loaded yet."""
@@ -209,8 +210,16 @@ class LocalGenerator(Generator):
                                        eos_token_id=stops, pad_token_id=pad, **options)
             for i, row in zip(group, out[:, encoded["input_ids"].shape[1]:].tolist()):
                 end = next((k for k, token in enumerate(row) if token in stops), None)
-                replies[i] = (tokenizer.decode(row[:end], skip_special_tokens=True), end is not None)
+                replies[i] = (reply_text(tokenizer, row[:end], finished=end is not None), end is not None)
         return replies
+
+
+def reply_text(tokenizer, tokens: list[int], *, finished: bool) -> str:
+    """The reply the tokens spell. One cut at the token limit (not `finished`) can end inside a character,
+    a byte-level token holding only part of its UTF-8 bytes, which decodes to U+FFFD: it keeps whole
+    characters only."""
+    text = tokenizer.decode(tokens, skip_special_tokens=True)
+    return text if finished else text.rstrip("\ufffd")
 
 
 class OpenAIGenerator(Generator):

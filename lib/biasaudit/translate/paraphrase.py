@@ -101,6 +101,8 @@ def parse_paraphrases(reply: str, text: str, language: str, n: int, *,
     found, problems = [], []
     seen = {normalise(text)}
     numbered = [m for m in (_NUMBERED.match(line) for line in strip_end_markers(reply).split("\n")) if m]
+    if not numbered:
+        problems.append("no numbered line in the reply")
     if not finished and numbered:
         numbered = numbered[:-1]
         problems.append("cut off at the token limit")

@@ -131,6 +131,34 @@ def as_run_text(as_run: pd.DataFrame, same: pd.DataFrame) -> str:
             "errors alone, with no change of items mixed in.")
 
 
+ERROR_SOURCES: dict[str, str] = {"stereoset_label_map": "stereoset", "bbq_roles_by_order": "bbq"}
+
+
+def applicable(errors: pd.DataFrame, sources: set[str]) -> pd.DataFrame:
+    """The settings whose errors can touch the rescored items: errors 1 and 2 change only StereoSet and
+    BBQ items, so a setting that switches one on over items without its source repeats a setting
+    without it, and is left out."""
+    keep = pd.Series(True, index=errors.index)
+    for flag, source in ERROR_SOURCES.items():
+        if source not in sources and flag in errors:
+            keep &= ~errors[flag].astype(bool)
+    return errors.loc[keep].reset_index(drop=True)
+
+
+def left_out_text(errors: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """Which rows `applicable` left out, and why, for the table's caption sentence."""
+    if len(shown) == len(errors):
+        return ""
+    missing = [(number, NAMES[source]) for number, (flag, source) in enumerate(ERROR_SOURCES.items(), start=1)
+               if flag in errors and errors[flag].astype(bool).any() and not shown[flag].astype(bool).any()]
+    numbers, sources = [f"{n}" for n, _ in missing], [name for _, name in missing]
+    which = (f"errors {' and '.join(numbers)}, which change only those items, would repeat the rows without them"
+             if len(missing) > 1 else f"error {numbers[0]}, which changes only those items, would repeat the rows "
+             "without it")
+    return (f"The rescored items include no {' or '.join(sources)} item, so {which}: the table shows the "
+            f"{len(shown)} settings that differ, of {len(errors)}.")
+
+
 def released_text(released_errors: pd.DataFrame, raw: pd.DataFrame | None) -> str:
     if released_errors.empty or raw is None:
         return ("The paper's released scores are not on this machine, so the real-data case is not shown; "
@@ -215,15 +243,17 @@ def report(params: RunParams) -> Report:
         per_source = analyses.label_errors(reruns, options, by="source")
     else:
         errors = per_source = pd.DataFrame(columns=[*analyses.ERROR_FLAGS, "setting", "source", "english_soft"])
-    out.add_table("errors", errors, ERRORS_STYLE)
+    shown = applicable(errors, set(planned["source"]) if len(planned) else set())
+    out.values["left_out_text"] = left_out_text(errors, shown)
+    out.add_table("errors", shown, ERRORS_STYLE)
     out.add_table("per_source", per_source.pivot_table(index="setting", columns="source", values="english_soft")
-                  .reindex(errors["setting"]).reset_index() if len(per_source) else pd.DataFrame(), QUIET)
+                  .reindex(shown["setting"]).reset_index() if len(per_source) else pd.DataFrame(), QUIET)
     out.values["run_text"] = run_text(errors, per_source)
-    out.figures["errors"] = (charts.paired_bars(errors, label="setting", columns={"english_soft": "soft",
-                                                                                  "english_binary": "binary"},
+    out.figures["errors"] = (charts.paired_bars(shown, label="setting", columns={"english_soft": "soft",
+                                                                                 "english_binary": "binary"},
                                                 what="score", x_title="English score (0.5 = no preference)",
                                                 title="English score under each combination of errors")
-                             if len(errors) else None)
+                             if len(shown) else None)
     released_errors = (analyses.label_errors(released_settings, options.but(aggregate="mean"))
                        if released_settings is not None else pd.DataFrame())
     released_as_run = (analyses.label_errors(as_run, options.but(aggregate="mean"))

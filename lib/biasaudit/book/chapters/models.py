@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pandas as pd
+
 from biasaudit import analyses
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle, interval_column
@@ -13,6 +15,13 @@ GAPS_STYLE = TableStyle(columns={
     "model": "model", "english_soft": "English soft", "english_binary": "English binary", "gap": "gap",
     "floor": "floor", "gap_minus_floor": "gap − floor", "interval": "95% interval", "reliable_drops": "reliable drops",
     "reliable_drops_binary": "reliable (binary)", "clci": "CLCI"}, decimals=4)
+
+
+def above_noise(cells: pd.DataFrame, times: float = 2.0) -> int:
+    """Cells whose |drop| exceeds `times` their model's noise-only value as the drop table shows it (the
+    mean over the model's languages, `analyses.model_drop_table`), so a reader can count them there."""
+    shown = cells["model"].map(cells.groupby("model")["noise_only"].mean())
+    return int((cells["drop"].abs() > times * shown).sum())
 
 
 def report(params: RunParams) -> Report:
@@ -33,7 +42,7 @@ def report(params: RunParams) -> Report:
                        f"With one model, {widest['model']}, CLCI is {widest['clci']:.3f}."),
         "n_above_floor": int(gaps["above_floor"].sum()), "n_cells": len(cells),
         "n_reliable": int(gaps["reliable_drops"].sum()), "n_reliable_binary": int(gaps["reliable_drops_binary"].sum()),
-        "n_above_noise": int((cells["drop"].abs() > 2 * cells["noise_only"]).sum()),
+        "n_above_noise": above_noise(cells),
     })
     out.figures["gaps"] = charts.gap_minus_floor(gaps)
     out.figures["heatmap"] = charts.drop_heatmap(cells)

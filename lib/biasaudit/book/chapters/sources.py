@@ -46,8 +46,13 @@ def drop_text(table: pd.DataFrame) -> str:
     if single.empty:
         return "No source has translated items in this run, so there is no drop to compare."
     widest = single.loc[single["drop"].idxmax()]
-    text = (f"The {'largest ' if len(single) > 1 else ''}drop is in {name(widest['source'])} ({widest['drop']:.3f}, "
-            f"95% interval {widest['drop_low']:.3f} to {widest['drop_high']:.3f}, over {widest['n_translated']} items).")
+    interval = (f"95% interval {widest['drop_low']:.3f} to {widest['drop_high']:.3f}, over {widest['n_translated']} "
+                "items")
+    if len(single) == 1:
+        text = (f"Over {name(widest['source'])}, the one source with translations in this run, the drop is "
+                f"{widest['drop']:.3f} ({interval}).")
+    else:
+        text = f"The largest drop is in {name(widest['source'])} ({widest['drop']:.3f}, {interval})."
     if len(single) > 1:
         narrowest = single.loc[single["drop"].idxmin()]
         text += (f" The smallest is in {name(narrowest['source'])} ({narrowest['drop']:.3f}, "

@@ -405,6 +405,19 @@ def params_file_markdown(path: str = CHAT_SERVER_PARAMS) -> str:
     return "```yaml\n" + project_path(path).read_text(encoding="utf-8").rstrip("\n") + "\n```"
 
 
+# A template is asked, then judged (passed or failed) or unprocessable: the share is of the templates asked.
+ERRORS_STYLE = TableStyle(columns={"model": "model", "variant": "variant", "language": "language",
+                                   "asked": "templates asked", "total": "judged", "errors": "unprocessable",
+                                   "error_share": "unprocessable share"}, percent=("error_share",))
+
+
+def error_counts(evaluations: pd.DataFrame) -> pd.DataFrame:
+    """Per model, batch and language: templates asked, judged (passed or failed), unprocessable, and the
+    unprocessable share of those asked (so judged + unprocessable = asked, and the share reads off them)."""
+    counts = tt.pass_rates(evaluations, ["model", "variant", "language"])
+    return counts.assign(asked=counts["total"] + counts["errors"])
+
+
 def report(params: RunParams) -> Report:
     """The template tests' tables as the run's step left them (`templates.step.run_template_step`)."""
     step = read_step(params, "template_tests")
@@ -429,8 +442,7 @@ def report(params: RunParams) -> Report:
     out.add_table("rates", rates, RATES_STYLE)
     out.add_table("by_concern", by_concern.pivot_table(index=["model", "concern"], columns="language",
                                                        values="pass_rate").reset_index(), TableStyle(decimals=2))
-    out.add_table("errors", tt.pass_rates(evaluations, ["model", "variant", "language"])[
-        ["model", "variant", "language", "errors", "total", "error_share"]], TableStyle(percent=("error_share",)))
+    out.add_table("errors", error_counts(evaluations), ERRORS_STYLE)
     out.add_table("error_reasons", evaluations.loc[evaluations["verdict"] == "Error"].groupby(
         ["model", "reason"]).size().rename("templates").reset_index().sort_values("templates", ascending=False),
         TableStyle(empty=""))

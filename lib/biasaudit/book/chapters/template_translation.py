@@ -10,6 +10,8 @@ edge cases: nothing, a single value, ties)."""
 
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 
 from biasaudit.book import charts
@@ -333,12 +335,32 @@ def paraphrase_method_text(max_paraphrases: int, languages: list[str]) -> str:
     return f"{asked}, and each paraphrase is compared with its source (placeholders filled as above)."
 
 
+USABLE_COUNT = re.compile(r"^\d+ of \d+ rewordings usable$")
+
+
+def shortfall_causes(reasons: list[str]) -> str:
+    """Why requests got fewer paraphrases than asked: each request's reason split into its causes (the
+    count of usable rewordings, which every short request has, left out), counted over requests."""
+    if not reasons:
+        return ""
+    causes = [[part for part in str(reason).split("; ") if part and not USABLE_COUNT.match(part)] or ["no reason given"]
+              for reason in reasons]
+    if len(causes) == 1:
+        return f"Why it came back short: {spoken_list(causes[0])}."
+    counts = pd.Series([c for found in causes for c in found], dtype=object).value_counts()
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    listed = spoken_list([f"{cause} ({n})" for cause, n in ordered])
+    several = "; a request can have several causes" if int(counts.sum()) > len(reasons) else ""
+    return f"Why they came back short: {listed}{several}."
+
+
 def paraphrase_text(by_p: pd.DataFrame, short: pd.DataFrame, languages: list[str]) -> str:
     """Mean cosine of a paraphrase to its source per language (from the smallest to the largest P,
     where there are several), and how many requests came back short and why."""
-    shortfall = reasons_sentence(short["reason"].tolist(), "shortfall") if len(short) else ""
+    shortfall = shortfall_causes(short["reason"].tolist())
     if by_p.empty:
-        return " ".join(filter(None, ["The paraphraser made no usable paraphrase.", shortfall]))
+        asked = f" in {count_noun(len(short), 'request')} (template × language × P)" if len(short) else ""
+        return " ".join(filter(None, [f"The paraphraser made no usable paraphrase{asked}.", shortfall]))
     smallest, largest = int(by_p["P"].min()), int(by_p["P"].max())
     first = by_p.loc[by_p["P"] == smallest].set_index("language")["cosine_mean"]
     last = by_p.loc[by_p["P"] == largest].set_index("language")["cosine_mean"]
