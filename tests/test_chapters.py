@@ -159,6 +159,23 @@ def test_the_reliability_summary_claims_only_what_the_sweep_shows():
     assert "network" not in text, "a failed no-network case is not claimed"
     table.loc[2, "outcome"] = "right result"
     assert reliability.summary_text(table).endswith("none failed. In it, the default pipeline made no network connection.")
+    assert reliability.summary_text(table, quick=True).startswith("Of this build's quick sweep's 4 cases")
+
+
+def test_the_reliability_page_says_which_sweep_it_shows():
+    from biasaudit.sweep import cases
+
+    table = pd.DataFrame({"case": ["params: unknown key", "runs: stale lock"], "outcome": ["clear error", "recovered"],
+                          "lost": [0, 0]})
+    meta = {"finished": "2026-12-03 13:00:00", "seconds": 17.2}
+    quick = reliability.sweep_text(table, meta, quick=True)
+    assert quick.startswith(f"This machine has run no full sweep, so this build ran the quick one (finished 2026-12-03 "
+                            f"13:00:00 after 17.2 s): 2 of the {len(cases.CASES)} cases. The 3 slow ones (scoring: "
+                            "leading space given to score(), runs: killed and resumed and runs: no network) run with")
+    assert quick.endswith("1 clear errors, 1 recovered faults and 0 right results; 0 stored rows lost.")
+    full = reliability.sweep_text(table, meta, quick=False)
+    assert full.startswith("The last sweep on this machine finished 2026-12-03 13:00:00 after 17.2 s: 2 cases.")
+    assert set(cases.QUICK_CASES) | set(cases.SLOW_CASES) == set(cases.CASES)
 
 
 def test_the_label_error_summary_names_only_the_sections_the_page_has():
@@ -289,7 +306,8 @@ def test_the_verdict_page_says_which_interval_and_which_floors():
     assert basis_text(two).startswith("With 2 models (fewer than 5), an interval across models would rest on 1 "
                                       "degree of freedom")
     one = pd.DataFrame({"language": ["es"], "n_models": [1], "basis": [v.OVER_ITEMS]})
-    assert basis_text(one).startswith("With 1 model (fewer than 5), an interval across models would rest on 0 degrees")
+    assert basis_text(one).startswith("With one model there is no interval across models, so each language's interval "
+                                      "is a bootstrap over items of the model's per-item drops")
     ten = pd.DataFrame({"language": ["es", "zh"], "n_models": [10, 10], "basis": [v.ACROSS_MODELS] * 2})
     assert basis_text(ten).startswith("With 10 models, each language's interval is a Student-t interval across")
     mixed = pd.DataFrame({"language": ["es", "zh"], "n_models": [5, 4], "basis": [v.ACROSS_MODELS, v.OVER_ITEMS]})

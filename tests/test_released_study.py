@@ -89,9 +89,8 @@ def test_auto_offline_says_why_and_the_build_goes_on(no_released, monkeypatch):
     serve_from(monkeypatch, "http://127.0.0.1:9")
     part_source = part.released_source(RunParams())
     assert part_source.folder is None
-    assert part_source.how.startswith("not built: the released scores are not on this machine and the download "
-                                      "from HarshKumar3014/MultiLLMs failed (")
-    assert "refused" in part_source.how.lower(), part_source.how
+    assert part_source.how == ("not built: the released scores are not on this machine, and this machine could not "
+                               "reach HarshKumar3014/MultiLLMs on GitHub to download them (no network connection)")
     page = part.index_page(write_params(no_released, "run_name: x\n"), part_source, [])
     assert part_source.how in page and "make released" in page
 
@@ -103,7 +102,7 @@ def test_auto_offline_falls_back_to_the_mirror(no_released, monkeypatch):
     monkeypatch.setenv("BIASAUDIT_DATA_DIR", str(mirror))
     part_source = part.released_source(RunParams())
     assert part_source.folder == mirror / "released"
-    assert "1 of the study's 10 models read from" in part_source.how and "download of the rest" in part_source.how
+    assert "1 of the study's 10 models read from" in part_source.how and "the rest could not be downloaded" in part_source.how
 
 
 def test_a_corrupt_download_is_not_kept(no_released, repository):
@@ -185,3 +184,10 @@ def test_the_first_page_compares_with_the_paper_fully_only_with_all_ten_models()
     assert ("The part has 2 of the paper's ten models (gemma2-9b, llama3.1-8b), so the comparison is partial: the "
             "paper's conclusion rests on all ten.") in two and "make released" in two
     assert two.startswith("The paper's conclusion: for Hindi, Korean and Swahili the drop clearly exceeds")
+
+
+def test_a_failed_download_is_said_in_words_not_as_a_raw_error():
+    offline = part.download_failure("could not download 3 file(s) (<urlopen error [Errno -2] Name or service not known>)")
+    assert offline.startswith("this machine could not reach HarshKumar3014/MultiLLMs on GitHub") and "urlopen" not in offline
+    assert part.download_failure("could not download 1 file(s) (HTTP Error 404: Not Found)") == (
+        "the download from HarshKumar3014/MultiLLMs failed: HTTP Error 404: Not Found")

@@ -140,3 +140,15 @@ def test_kill_points_are_spread_over_the_run_and_short_of_its_end(chunks):
         assert all(a < b for a, b in zip(stored_after, stored_after[1:])), points
         assert points[1][1] <= 0.25 * chunks + 1 and points[4][1] >= 0.75 * chunks - 1, points
         assert points[4][1] < chunks, points
+
+
+def test_the_book_runs_the_quick_cases_only_where_no_full_sweep_is(tmp_path, monkeypatch):
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
+    assert "runs: killed and resumed" not in cases.QUICK_CASES and "params: unknown key" in cases.QUICK_CASES
+    monkeypatch.setattr(cases, "QUICK_CASES", ("params: unknown key", "items: BOM and CRLF"))
+    path = cases.quick_sweep()
+    assert path is not None and path.name == "quick.csv" and harness.read_last_sweep() is None
+    table, meta = harness.read_last_sweep(kind="quick")
+    assert list(table["case"]) == ["params: unknown key", "items: BOM and CRLF"] and meta["cases"] == 2
+    assert sweep_main(["--only", "params: unknown key"]) == 0  # a sweep of the machine's own
+    assert cases.quick_sweep() is None

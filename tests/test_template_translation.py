@@ -492,6 +492,14 @@ def test_success_and_quality_sentences():
     assert ch.success_text(rates, reasons, ["a"]) == ("a translated 1 of 1 template (100%) into Spanish (es) and a "
                                                       "translated 1 of 4 templates (25%) into French (fr). The 3 "
                                                       "failures: cut off (2) and empty (1).")
+    offline = ch.success_text(rates.assign(via="smollm2-135m"), reasons, ["smollm2-135m"])
+    assert offline.endswith("The 3 failures: cut off (2) and empty (1). smollm2-135m, the small chat model that ships "
+                            "with the project for machines without a model hub, is here to show that the method runs "
+                            "end to end, not to translate well: failures like these are what a model of this size "
+                            "gives. `params/mlabite.yml` names the translators of the study (NLLB, M2M100, Marian and "
+                            "two 7–8B chat models), for a GPU.")
+    assert "ships with the project" not in ch.success_text(rates.assign(via="smollm2-135m", success_rate=0.9), reasons,
+                                                           ["smollm2-135m"])
     assert ch.quality_text(pd.DataFrame()).startswith("No usable translation")
     row = {"via": "a", "language": "es", "templates": 1, "bleu": 40.0, "chrf": 60.0, "cosine_median": 0.9}
     assert ch.quality_text(pd.DataFrame([row])) == ("a into Spanish (es): median cosine to the human translation 0.90, "

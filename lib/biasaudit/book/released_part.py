@@ -86,13 +86,12 @@ def released_source(params: RunParams) -> PartSource:
     try:
         folder = fetch_released(timeout=AUTO_DOWNLOAD_TIMEOUT)
     except ReleasedDataError as err:
-        reason = _first_reason(str(err))
+        reason = download_failure(str(err))
         found = find_released()
         if found is None:
-            return PartSource(None, f"not built: the released scores are not on this machine and the download from "
-                                    f"{release_files.RELEASED_REPOSITORY} failed ({reason})")
-        return PartSource(found, f"{_models_phrase(found)} read from {found}; the download of the rest from "
-                                 f"{release_files.RELEASED_REPOSITORY} failed ({reason})")
+            return PartSource(None, f"not built: the released scores are not on this machine, and {reason}")
+        return PartSource(found, f"{_models_phrase(found)} read from {found}; the rest could not be downloaded: "
+                                 f"{reason}")
     return PartSource(folder, f"{_models_phrase(folder)} downloaded from {release_files.RELEASED_REPOSITORY} at commit "
                               f"{release_files.RESULTS_COMMIT[:12]} (sha256-checked) into {folder}")
 
@@ -102,12 +101,21 @@ def _models_phrase(folder: Path) -> str:
     return f"the released scores of {n} of the study's {len(release_files.RELEASED_MODELS)} models"
 
 
-def _first_reason(message: str) -> str:
-    """The cause inside a download error's first line, e.g. '<urlopen error [Errno -2] Name or service
-    not known>', else that line."""
+# What a failed connection says (urllib, socket), as opposed to a server that answered with an error.
+NO_NETWORK = re.compile(r"urlopen error|Name or service not known|Temporary failure in name resolution|timed out|"
+                        r"Connection refused|Network is unreachable|No route to host", re.I)
+
+
+def download_failure(message: str) -> str:
+    """Why the download failed, in words for the page: no network as one plain clause, else the cause the
+    download error names (a checksum, an HTTP status), not a raw exception."""
     first = message.splitlines()[0] if message else ""
     match = re.search(r"file\(s\) \((.*)\)\.?$", first)
-    return (match.group(1) if match else first).strip()
+    cause = (match.group(1) if match else first).strip()
+    if NO_NETWORK.search(cause):
+        return (f"this machine could not reach {release_files.RELEASED_REPOSITORY} on GitHub to download them (no "
+                "network connection)")
+    return f"the download from {release_files.RELEASED_REPOSITORY} failed: {cause}"
 
 
 def part_params(source: Path) -> RunParams:

@@ -80,12 +80,13 @@ def write_parameters_page(params_path: str | Path, out_dir: Path) -> None:
     (out_dir / "parameters.md").write_text(text, encoding="utf-8")
 
 
-# Chapters that load a model (torch then uses every core) or write what later chapters read (the
+# Chapters that load a model (torch then uses every core), or run processes that do (40's quick fault
+# sweep), or write what later chapters read (the
 # run's items and scores, the similarity table, machine translations) run one at a time, in the
 # table of contents' order. The others only read stored scores and format tables: their kernels
 # mostly start up and import, so `jobs` of them run side by side.
 ONE_AT_A_TIME: frozenset[str] = frozenset({"00_items", "01_translate", "02_score", "20_label_errors",
-                                           "30_template_tests", "31_template_translation"})
+                                           "30_template_tests", "31_template_translation", "40_reliability"})
 
 
 def run_notebook(name: str, parameters: dict, out_dir: Path, label: str) -> tuple[str, float]:

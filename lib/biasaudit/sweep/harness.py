@@ -221,22 +221,24 @@ def sweep_folder() -> Path:
     return run_dir("sweep")
 
 
-def write_sweep(table: pd.DataFrame, seconds: float, folder: Path | None = None) -> Path:
+def write_sweep(table: pd.DataFrame, seconds: float, folder: Path | None = None, *, kind: str = "sweep") -> Path:
+    """The sweep's table and facts: `kind` "sweep" for `make sweep`'s, "quick" for the quick subset a book
+    build runs when the machine has no sweep of its own (`cases.quick_sweep`)."""
     folder = folder or sweep_folder()
-    table.to_csv(folder / "sweep.csv", index=False)
+    table.to_csv(folder / f"{kind}.csv", index=False)
     meta = {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(seconds, 1), "cases": len(table),
             "python": sys.version.split()[0]}
-    (folder / "sweep.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-    return folder / "sweep.csv"
+    (folder / f"{kind}.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
+    return folder / f"{kind}.csv"
 
 
-def read_last_sweep(folder: Path | None = None) -> tuple[pd.DataFrame, dict] | None:
-    """The table and facts of the last sweep on this machine, or None."""
+def read_last_sweep(folder: Path | None = None, *, kind: str = "sweep") -> tuple[pd.DataFrame, dict] | None:
+    """The table and facts of the last sweep of this `kind` on this machine, or None."""
     folder = folder or sweep_folder()
-    if not (folder / "sweep.csv").exists():
+    if not (folder / f"{kind}.csv").exists():
         return None
-    table = pd.read_csv(folder / "sweep.csv", keep_default_na=False)
-    meta = json.loads((folder / "sweep.json").read_text(encoding="utf-8")) if (folder / "sweep.json").exists() else {}
+    table = pd.read_csv(folder / f"{kind}.csv", keep_default_na=False)
+    meta = json.loads((folder / f"{kind}.json").read_text(encoding="utf-8")) if (folder / f"{kind}.json").exists() else {}
     return table, meta
 
 

@@ -75,11 +75,14 @@ def basis_text(languages: pd.DataFrame, min_models: int = v.MIN_MODELS) -> str:
     if bases == {v.ACROSS_MODELS}:
         return (f"With {n} models, each language's interval is a Student-t interval across the models (the models "
                 "as units, as in chapter 10): the verdict speaks for models like these, not only for these.")
+    if bases == {v.OVER_ITEMS} and n <= 1:
+        return ("With one model there is no interval across models, so each language's interval is a bootstrap over "
+                "items of the model's per-item drops: the verdict speaks for this model only.")
     if bases == {v.OVER_ITEMS}:
-        return (f"With {count_noun(n, 'model')} (fewer than {min_models}), an interval across models would rest on "
-                f"{max(n - 1, 0)} degree{'s' if n - 1 != 1 else ''} of freedom and decide nothing, so each "
-                "language's interval is a bootstrap over items of each item's drop averaged over the models: the "
-                "verdict speaks for these models only. Chapter 10 shows the interval across models beside it.")
+        return (f"With {n} models (fewer than {min_models}), an interval across models would rest on {n - 1} "
+                f"degree{'s' if n - 1 != 1 else ''} of freedom and decide nothing, so each language's interval is a "
+                "bootstrap over items of each item's drop averaged over the models: the verdict speaks for these "
+                "models only. Chapter 10 shows the interval across models beside it.")
     across = languages.loc[languages["basis"] == v.ACROSS_MODELS, "language"].tolist()
     return (f"The interval is across models for {spoken_list([language_label(c) for c in across])}, which "
             f"{'has' if len(across) == 1 else 'have'} at least {min_models} models, and over items for the others.")
