@@ -336,10 +336,14 @@ def test_every_command_in_the_book_runs_from_the_project_folder():
     assert not wrong, "\n".join(wrong)
 
 
+# A command still running after this long is hung, not slow; times over two minutes are only reported.
+HUNG_AFTER = 1800
+
+
 def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     """Every exercise's `.venv/bin/...` command runs as written from the project's folder on the CI run
-    (its parameters from params/ci.yml under the command's own, which win), in under two minutes, and its
-    executed notebook holds no error. A command on `-p run_name released` runs on a `released` run
+    (its parameters from params/ci.yml under the command's own, which win), and its executed notebook
+    holds no error; its time is reported (a busy machine is slower, so no time limit fails it). A command on `-p run_name released` runs on a `released` run
     imported from the test fixtures instead, exactly as written. `make` commands (whole books, downloads)
     and commands that need a download, a GPU or the model hub are listed, not run."""
     from biasaudit.book.run_book import notebook_parameters
@@ -395,12 +399,13 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     def execute(job: tuple[str, str, list[str], Path | None]) -> None:
         where, command, argv, out = job
         started = time.time()
-        try:
-            result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        try:  # the limit only catches a hung command: a busy machine makes any command slower
+            result = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=HUNG_AFTER)
         except subprocess.TimeoutExpired:
-            failed.append(f"{where}: over 120 s: {command}")
+            failed.append(f"{where}: still running after {HUNG_AFTER} s (hung?): {command}")
             return
-        ran.append(f"{where}: {time.time() - started:.0f} s: {command}")
+        seconds = time.time() - started
+        ran.append(f"{where}: {seconds:.0f} s{' (slow)' if seconds > 120 else ''}: {command}")
         if result.returncode != 0:
             failed.append(f"{where}: exit {result.returncode}: {command}\n{(result.stdout + result.stderr)[-2000:]}")
         elif out is not None and _errors(out):

@@ -109,3 +109,17 @@ def test_run_params_is_its_sections_and_each_key_belongs_to_one():
 def test_every_sections_checks_run_in_the_whole(tmp_path, text, key):
     with pytest.raises(ParamsError, match=f"key '{key}'"):
         read_params(write(tmp_path, text))
+
+
+def test_every_parameter_says_what_it_means(tmp_path):
+    """The parameters page's "what it means" column is the schema's field descriptions: one for every key."""
+    from biasaudit.book.run_book import write_parameters_page
+
+    missing = [name for name, field in RunParams.model_fields.items() if not (field.description or "").strip()]
+    assert not missing, f"parameters without a description: {missing}"
+    write_parameters_page("params/default.yml", tmp_path)
+    page = (tmp_path / "parameters.md").read_text(encoding="utf-8")
+    rows = [line for line in page.splitlines() if line.startswith("| `")]
+    assert len(rows) == len(RunParams.model_fields) and all(line.count(" | ") == 3 for line in rows)
+    assert "| `alpha` | `0.05` | set in the file | false-discovery rate for calling a shift reliable |" in page
+    assert "| `level` | `0.95` | default | level of every interval |" in page

@@ -66,16 +66,24 @@ def hide_injected_parameters(path: Path) -> None:
     nbformat.write(notebook, path)
 
 
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: a `|` would end the cell."""
+    return text.replace("|", "\\|")
+
+
 def write_parameters_page(params_path: str | Path, out_dir: Path) -> None:
     """book/analyses/parameters.md: the params file of this build and every value the run used."""
     params = read_params(params_path)
     given = given_keys(params_path)
-    rows = "\n".join(f"| `{key}` | `{value!r}` | {'set in the file' if key in given else 'default'} |"
-                     for key, value in params.model_dump().items())
+    fields = type(params).model_fields
+    rows = "\n".join(f"| `{key}` | `{value!r}` | {'set in the file' if key in given else 'default'} | "
+                     f"{_cell(fields[key].description or '')} |" for key, value in params.model_dump().items())
     text = (f"# This run's parameters\n\nThe chapters of this build ran with `{Path(params_path).as_posix()}`. Every "
-            "parameter below is either set in that file or takes the project's default (the small offline run). "
-            "Rerun the book with another file with `make book PARAMS=params/<yours>.yml`, or one chapter with "
-            "papermill (see each chapter's Parameters section).\n\n| parameter | value | from |\n|---|---|---|\n"
+            "parameter below is either set in that file or takes the project's default (the small offline run); "
+            "what it means is its description in the params schema (`biasaudit.run.params.RunParams`), the one "
+            "source the chapters' parameter cells repeat. Rerun the book with another file with "
+            "`make book PARAMS=params/<yours>.yml`, or one chapter with papermill (see each chapter's Parameters "
+            "section).\n\n| parameter | value | from | what it means |\n|---|---|---|---|\n"
             f"{rows}\n")
     (out_dir / "parameters.md").write_text(text, encoding="utf-8")
 

