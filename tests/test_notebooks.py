@@ -75,10 +75,10 @@ def test_every_chapter_runs_and_glues_what_its_prose_quotes(ci_book):
         quoted = {ref.split(":")[0] for c in notebook.cells if c.cell_type == "markdown"
                   for ref in _glue_references(c.source)}
         assert quoted <= glued, f"{name}: the prose quotes {sorted(quoted - glued)}, which the chapter never glues"
-        # {glue:text} pastes plain text: Markdown in a glued sentence would show as literal backticks.
+        # {glue:text} pastes plain text: Markdown in a glued sentence would show as literal backticks or stars.
         marked = {o["metadata"]["scrapbook"]["name"] for o in outputs if "scrapbook" in o.get("metadata", {})
-                  and "`" in o["data"].get("application/papermill.record/text/plain", "")}
-        assert not quoted & marked, f"{name}: glued prose {sorted(quoted & marked)} holds Markdown code spans"
+                  and any(mark in o["data"].get("application/papermill.record/text/plain", "") for mark in "`*")}
+        assert not quoted & marked, f"{name}: glued prose {sorted(quoted & marked)} holds Markdown code or emphasis"
 
 
 def _glue_references(markdown: str) -> list[str]:

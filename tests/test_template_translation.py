@@ -496,7 +496,7 @@ def test_success_and_quality_sentences():
     assert offline.endswith("The 3 failures: cut off (2) and empty (1). smollm2-135m, the small chat model that ships "
                             "with the project for machines without a model hub, is here to show that the method runs "
                             "end to end, not to translate well: failures like these are what a model of this size "
-                            "gives. `params/mlabite.yml` names the translators of the study (NLLB, M2M100, Marian and "
+                            "gives. params/mlabite.yml names the translators of the study (NLLB, M2M100, Marian and "
                             "two 7–8B chat models), for a GPU.")
     assert "ships with the project" not in ch.success_text(rates.assign(via="smollm2-135m", success_rate=0.9), reasons,
                                                            ["smollm2-135m"])

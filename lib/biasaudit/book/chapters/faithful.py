@@ -80,7 +80,7 @@ def tests_text(tests: pd.DataFrame, verdicts: pd.Series) -> str:
         return "This run has no items with both translations and rewordings."
     text = "; ".join(lines) + "."
     if other:
-        named = spoken_list([f"{language_label(c)} *{other[c]}*" for c in other])
+        named = spoken_list([f"{language_label(c)} \"{other[c]}\"" for c in other])  # glued text: no Markdown
         text += (f" The verdict of chapter 22 calls {named}: this test asks whether the items' translation drop exceeds "
                  "their own rewording drop on average (the excess against zero); the verdict asks more, that the "
                  "language's whole 95% interval lie beyond every model's noise floor.")

@@ -299,7 +299,7 @@ def success_text(rates: pd.DataFrame, reasons: pd.DataFrame, translators: list[s
     weak = sorted(set(rates.loc[rates["success_rate"] < 0.5, "via"]) & set(OFFLINE_MODELS))
     expected = (f" {spoken_list(weak)}, the small chat model{'s' if len(weak) > 1 else ''} that ship{'' if len(weak) > 1 else 's'} "
                 "with the project for machines without a model hub, is here to show that the method runs end to end, "
-                "not to translate well: failures like these are what a model of this size gives. `params/mlabite.yml` "
+                "not to translate well: failures like these are what a model of this size gives. params/mlabite.yml "
                 "names the translators of the study (NLLB, M2M100, Marian and two 7–8B chat models), for a GPU."
                 if weak else "")
     return " ".join(filter(None, [spoken_list(parts) + ".", reasons_sentence(failures, "failure")])) + expected
