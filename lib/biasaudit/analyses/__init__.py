@@ -83,7 +83,8 @@ __all__ = [
     "ScoresError", "by_dimension", "by_source", "carry_over_pairs", "check_scores", "carry_over_table", "carry_point", "case_study", "cell_tests",
     "cells_from_pairs", "detection_power", "language_detection", "paper_spike_in", "english_rewording_pairs", "error_example", "error_settings",
     "faithful_only", "floor_cells", "has_aggregate", "item_scores", "label_errors", "language_drops",
-    "model_agreement", "model_drop_table", "model_floors", "model_gaps", "model_language_drops", "noise_floor", "option_logprobs",
+    "model_agreement", "model_drop_table", "model_floors", "model_gaps", "model_language_drops", "noise_floor",
+    "option_logprobs",
     "paired_with_english", "pick_case", "released_label_settings", "score_summary", "setting_name",
     "summed_vs_mean", "surface_properties", "unchanged_fields", "version_similarity", "word_frequency_support",
 ]

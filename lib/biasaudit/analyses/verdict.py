@@ -207,7 +207,8 @@ def verdict_languages(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTI
                                        "largest_floor", "verdict", "reason"])
 
 
-def language_evidence(table: pd.DataFrame, scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
+def language_evidence(table: pd.DataFrame, scores: pd.DataFrame,
+                      options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
     """Per language, the evidence of its cells (`verdict_cells`' table) shown beside the verdict:
     reliable_models, above_floor_models, power (median over the models), drop_faithful (mean over the
     models) and the carry-over slope (pooled within models)."""

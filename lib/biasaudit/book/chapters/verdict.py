@@ -130,7 +130,8 @@ def report(params: RunParams) -> Report:
     counts = cells["evidence"].value_counts()
     out.values.update({
         "paper_text": paper_text(paper, models), "summary_text": summary_text(languages),
-        "basis_text": basis_text(languages), "floors_text": floors_text(model_floors(study.floor_cells())), "min_models": v.MIN_MODELS,
+        "basis_text": basis_text(languages), "floors_text": floors_text(model_floors(study.floor_cells())),
+        "min_models": v.MIN_MODELS,
         "n_languages": len(languages), "n_cells": len(cells), "n_models": int(cells["model"].nunique()),
         "alpha": params.alpha, "min_power": v.MIN_POWER,
         **{f"n_{key}": int(counts.get(label, 0)) for key, label in (
