@@ -241,6 +241,53 @@ def _exercises() -> list[tuple[str, str, list[str]]]:
     return found
 
 
+EXERCISE_LABEL = re.compile(r"^\*\*(Seconds|Minutes|Hours); ([^*]+)\.\*\* ")
+OFFLINE = "offline"
+RELEASED_NEED = "the released scores"
+
+
+def _exercise_items() -> list[tuple[str, str, str]]:
+    """(notebook, exercise number, text) for every numbered exercise."""
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+            match = re.search(r"^### Exercises[ \t]*\n(.*?)(?=^#{1,6} |\Z)", text, re.M | re.S)
+            if match:
+                found += [(path.stem, number, item) for number, item in
+                          re.findall(r"^(\d+)\.\s(.*?)(?=^\d+\.\s|\Z)", match.group(1), re.M | re.S)]
+    return found
+
+
+def test_every_exercise_says_its_cost_and_what_it_needs():
+    """Each exercise opens with its cost and needs ("**Seconds; offline.**"); one labelled offline runs on the
+    CI run (no download, GPU, hub or server in its commands), one on the released run says it needs the
+    released scores, and one that cannot run offline says what to do instead."""
+    wrong = []
+    items = _exercise_items()
+    assert len(items) == len(_exercises()) >= 48
+    for notebook, number, text in items:
+        where = f"{notebook} exercise {number}"
+        label = EXERCISE_LABEL.match(text)
+        if not label:
+            wrong.append(f"{where}: no cost and needs label")
+            continue
+        needs = label.group(2)
+        for command in _commands(text):
+            if command.startswith(".venv/bin/papermill "):
+                _, _, values = _papermill_command(command)
+                reason = _needs_more_than_the_ci_run(values)
+                if reason and needs == OFFLINE:
+                    wrong.append(f"{where}: labelled offline, but {reason}")
+                if values.get("run_name") == "released" and needs != RELEASED_NEED:
+                    wrong.append(f"{where}: runs on the released scores, labelled {needs!r}")
+        if needs not in (OFFLINE, RELEASED_NEED) and not re.search(r"\bWithout\b|a run without them", text):
+            wrong.append(f"{where}: needs {needs!r} and does not say what to do without it")
+        if needs == RELEASED_NEED and "make released" not in text:
+            wrong.append(f"{where}: needs the released scores and does not say how to get them")
+    assert not wrong, "\n".join(wrong)
+
+
 def _papermill_value(value: str):
     """A `-p` value as papermill's command line reads it."""
     if value in ("True", "False", "None"):
