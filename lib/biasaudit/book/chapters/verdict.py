@@ -140,6 +140,7 @@ def report(params: RunParams) -> Report:
         "faithful_text": ("Faithful-only drops come from the similarity table of chapter 01." if similarity is not None
                           else "This run has no similarity table, so the faithful-only column is empty."),
     })
-    out.figures["languages"] = charts.language_verdicts(languages)
-    out.figures["cells"] = charts.cell_evidence(cells)
+    # No translated items, no chart: the summary sentence says so.
+    out.figures["languages"] = charts.language_verdicts(languages) if len(languages) else None
+    out.figures["cells"] = charts.cell_evidence(cells) if len(cells) else None
     return out
