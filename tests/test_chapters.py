@@ -170,8 +170,9 @@ def test_the_reliability_page_says_which_sweep_it_shows():
     meta = {"finished": "2026-12-03 13:00:00", "seconds": 17.2}
     quick = reliability.sweep_text(table, meta, quick=True)
     assert quick.startswith(f"This machine has run no full sweep, so this build ran the quick one (finished 2026-12-03 "
-                            f"13:00:00 after 17.2 s): 2 of the {len(cases.CASES)} cases. The 3 slow ones (scoring: "
-                            "leading space given to score(), runs: killed and resumed and runs: no network) run with")
+                            f"13:00:00 after 17.2 s): 2 of the {len(cases.CASES)} cases. The 3 slow ones (\"scoring: "
+                            "leading space given to score()\", \"runs: killed and resumed\" and \"runs: no network\") "
+                            "run with")
     assert quick.endswith("1 clear errors, 1 recovered faults and 0 right results; 0 stored rows lost.")
     full = reliability.sweep_text(table, meta, quick=False)
     assert full.startswith("The last sweep on this machine finished 2026-12-03 13:00:00 after 17.2 s: 2 cases.")

@@ -27,8 +27,9 @@ def sweep_text(table: pd.DataFrame, meta: dict, *, quick: bool) -> str:
               f" {c['failed']} case(s) FAILED: the program accepted bad input, gave a wrong result or stopped "
               "without saying why; see the rows marked FAILED.")
     when = f"finished {meta.get('finished', 'at an unrecorded time')} after {meta.get('seconds', '?')} s"
+    slow = spoken_list([f'"{name}"' for name in cases.SLOW_CASES])  # case names hold colons and "and"
     head = (f"This machine has run no full sweep, so this build ran the quick one ({when}): {c['cases']} of the "
-            f"{len(cases.CASES)} cases. The {len(cases.SLOW_CASES)} slow ones ({spoken_list(cases.SLOW_CASES)}) run "
+            f"{len(cases.CASES)} cases. The {len(cases.SLOW_CASES)} slow ones ({slow}) run "
             "with \"make sweep\" (about three minutes), whose table this page then shows instead."
             if quick else f"The last sweep on this machine {when}: {c['cases']} cases.")
     return (f"{head} {c['clear_errors']} clear errors, {c['recovered']} recovered faults and {c['right_results']} "
