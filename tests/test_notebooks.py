@@ -228,26 +228,8 @@ def _commands(markdown: str) -> list[str]:
     return found
 
 
-def _exercises() -> list[tuple[str, str, list[str]]]:
-    """(notebook, exercise number, commands) for every numbered exercise of every notebook's Exercises."""
-    found = []
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
-            match = re.search(r"^### Exercises[ \t]*\n(.*?)(?=^#{1,6} |\Z)", text, re.M | re.S)
-            if match:
-                for number, item in re.findall(r"^(\d+)\.\s(.*?)(?=^\d+\.\s|\Z)", match.group(1), re.M | re.S):
-                    found.append((path.stem, number, _commands(item)))
-    return found
-
-
-EXERCISE_LABEL = re.compile(r"^\*\*(Seconds|Minutes|Hours); ([^*]+)\.\*\* ")
-OFFLINE = "offline"
-RELEASED_NEED = "the released scores"
-
-
 def _exercise_items() -> list[tuple[str, str, str]]:
-    """(notebook, exercise number, text) for every numbered exercise."""
+    """(notebook, exercise number, text) for every numbered exercise of every notebook's Exercises."""
     found = []
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
@@ -257,6 +239,16 @@ def _exercise_items() -> list[tuple[str, str, str]]:
                 found += [(path.stem, number, item) for number, item in
                           re.findall(r"^(\d+)\.\s(.*?)(?=^\d+\.\s|\Z)", match.group(1), re.M | re.S)]
     return found
+
+
+def _exercises() -> list[tuple[str, str, list[str]]]:
+    """(notebook, exercise number, commands) for every numbered exercise."""
+    return [(notebook, number, _commands(item)) for notebook, number, item in _exercise_items()]
+
+
+EXERCISE_LABEL = re.compile(r"^\*\*(Seconds|Minutes|Hours); ([^*]+)\.\*\* ")
+OFFLINE = "offline"
+RELEASED_NEED = "the released scores"
 
 
 def test_every_exercise_says_its_cost_and_what_it_needs():
