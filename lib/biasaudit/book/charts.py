@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.analyses import verdict
-from biasaudit.templates.pass_rates import floor_by_model
+from biasaudit.analyses.floor import model_floors
 from biasaudit.translate.languages import language_label
 
 
@@ -390,7 +390,7 @@ def pass_drops(cells: pd.DataFrame, floor: pd.DataFrame,
     y = alt.Y("model:N", title=None)
     layers = []
     if len(floor):
-        band = floor_by_model(floor).rename("floor").reset_index()
+        band = model_floors(floor).rename("floor").reset_index()
         band["low"], band["high"] = -band["floor"], band["floor"]
         layers.append(alt.Chart(band).mark_bar(opacity=0.2, color="gray", size=22).encode(
             y=y, x=alt.X("low:Q"), x2="high:Q", tooltip=["model", alt.Tooltip("floor:Q", format=".0%")]))

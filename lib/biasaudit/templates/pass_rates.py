@@ -96,12 +96,6 @@ def template_floor(evaluations: pd.DataFrame, options: StudyOptions = DEFAULT_OP
     return cells
 
 
-def floor_by_model(floor: pd.DataFrame) -> pd.Series:
-    """Each model's floor: the mean over its routes of |English − reworded| pass rate (as a model's
-    score floor is, `analyses.floor.model_floors`)."""
-    return floor.groupby("model")["floor"].mean()
-
-
 def language_correlations(evaluations: pd.DataFrame) -> pd.DataFrame:
     """Per model, the Pearson correlation between languages of their pass rates per concern
     (originals and translations): long table model, language_a, language_b, r, n_concerns."""

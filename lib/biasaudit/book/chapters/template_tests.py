@@ -6,6 +6,7 @@ from __future__ import annotations
 import pandas as pd
 from IPython.display import Markdown
 
+from biasaudit.analyses.floor import model_floors
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle, note, spoken_list
 from biasaudit.run.params import RunParams
@@ -275,7 +276,7 @@ def cells_text(cells: pd.DataFrame, floor: pd.DataFrame, alpha: float) -> str:
                 f"test over templates, Benjamini–Hochberg over all {n} {cell_word}, alpha {alpha})")
     if floor.empty:
         return text + ". This run asks no English rewordings, so there is no floor to compare with."
-    floors = tt.floor_by_model(floor)
+    floors = model_floors(floor)  # a model's floor: the mean over its routes, as for scores
     beyond = cells.loc[cells["model"].map(floors).notna() & (cells["pass_drop"].abs() > cells["model"].map(floors))]
     n_floor, n_reliable = len(floor), int(floor["reliable"].sum())
     if n_floor == 1:
