@@ -5,6 +5,7 @@ error. Independent of test order and of any earlier `make book`."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -228,17 +229,60 @@ def _commands(markdown: str) -> list[str]:
     return found
 
 
+# `:nonumber:` and the number as the title: "Exercise (2)" counts within its chapter, not across the book.
+_EXERCISE = re.compile(r"^:::\{exercise\} (\d+)\n:label: ex-(\d\d)-\1\n:nonumber:\n\n(.*?)^:::$", re.M | re.S)
+_SOLUTION = re.compile(r"^:::\{solution\} ex-(\d\d)-(\d+)\n(:class: dropdown\n)?\n(.*?)^:::$", re.M | re.S)
+
+
 def _exercise_items() -> list[tuple[str, str, str]]:
-    """(notebook, exercise number, text) for every numbered exercise of every notebook's Exercises."""
+    """(notebook, exercise number, text) for every exercise of every notebook's Exercises, in order."""
     found = []
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
         for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
-            match = re.search(r"^### Exercises[ \t]*\n(.*?)(?=^#{1,6} |\Z)", text, re.M | re.S)
-            if match:
-                found += [(path.stem, number, item) for number, item in
-                          re.findall(r"^(\d+)\.\s(.*?)(?=^\d+\.\s|\Z)", match.group(1), re.M | re.S)]
+            found += [(path.stem, number, item) for number, chapter, item in _EXERCISE.findall(text)
+                      if path.stem.startswith(chapter)]
     return found
+
+
+def _solutions() -> dict[tuple[str, str], tuple[bool, str]]:
+    """(notebook, exercise number) -> (hidden until opened, text) of every solution."""
+    found = {}
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
+            for chapter, number, dropdown, item in _SOLUTION.findall(text):
+                assert path.stem.startswith(chapter), f"{path.name}: a solution labelled for chapter {chapter}"
+                found[(path.stem, number)] = (bool(dropdown), item)
+    return found
+
+
+def _quoted(solution: str) -> dict[str, list[str]]:
+    """Exercise number -> the report values a solution quotes from that exercise's run ({glue:text}`ex2_name`)."""
+    found: dict[str, list[str]] = {}
+    for number, name in re.findall(r"\{glue:?\w*\}`ex(\d+)_(\w+)(?::[^`]*)?`", solution):
+        found.setdefault(number, []).append(name)
+    return found
+
+
+def _glued(path: Path) -> dict[str, str]:
+    """The values an executed notebook glued, as text (their `text/plain` form)."""
+    cells = nbformat.read(path, as_version=4).cells
+    return {o["metadata"]["scrapbook"]["name"]: o["data"].get("application/papermill.record/text/plain")
+            for c in cells if c.cell_type == "code" for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+
+
+def _same_value(a: str | None, b: str | None) -> bool:
+    """Two glued values alike: numbers to float precision (a rerun's sums may differ in the last bits),
+    anything else as written."""
+    import ast
+    try:
+        x, y = ast.literal_eval(a), ast.literal_eval(b)
+    except (ValueError, SyntaxError):
+        return a == b
+    if isinstance(x, (int, float)) and isinstance(y, (int, float)) and not isinstance(x, bool):
+        return math.isclose(x, y, rel_tol=1e-6, abs_tol=1e-9)
+    return x == y
 
 
 def _exercises() -> list[tuple[str, str, list[str]]]:
@@ -277,6 +321,43 @@ def test_every_exercise_says_its_cost_and_what_it_needs():
             wrong.append(f"{where}: needs {needs!r} and does not say what to do without it")
         if needs == RELEASED_NEED and "make released" not in text:
             wrong.append(f"{where}: needs the released scores and does not say how to get them")
+    assert not wrong, "\n".join(wrong)
+
+
+NO_NUMBER = re.compile(r"no\s+number\s+is\s+(given|shown)|gives\s+no\s+number", re.I)
+TEACHES = re.compile(r"\*What\s+it\s+teaches:\*")
+
+
+def test_every_exercise_has_a_solution_hidden_until_opened():
+    """Each exercise has one solution, folded until opened, that says what it teaches; it quotes the
+    numbers of this exercise's own run (`ex<number>_...` values, which the CI run holds against the
+    command's output) or, where the exercise reruns a chapter, says why it gives no number here; a
+    chapter rerun labelled offline and seconds long must quote numbers."""
+    solutions = _solutions()
+    items = _exercise_items()
+    wrong = [f"{notebook} solution {number}: no such exercise" for notebook, number in
+             set(solutions) - {(n, k) for n, k, _ in items}]
+    for notebook, number, text in items:
+        where = f"{notebook} exercise {number}"
+        if (notebook, number) not in solutions:
+            wrong.append(f"{where}: no solution")
+            continue
+        dropdown, solution = solutions[(notebook, number)]
+        quoted = _quoted(solution)
+        if not dropdown:
+            wrong.append(f"{where}: the solution shows before the reader opens it (:class: dropdown)")
+        if not TEACHES.search(solution):
+            wrong.append(f"{where}: the solution does not say what the exercise teaches")
+        if set(quoted) - {number}:
+            wrong.append(f"{where}: the solution quotes another exercise's values ({sorted(set(quoted) - {number})})")
+        runs_a_chapter = any(c.startswith(".venv/bin/papermill ") for c in _commands(text))
+        if runs_a_chapter and not quoted and not NO_NUMBER.search(solution):
+            wrong.append(f"{where}: the solution neither quotes its run's numbers nor says why it gives none")
+        if quoted and NO_NUMBER.search(solution):
+            wrong.append(f"{where}: the solution quotes numbers and says it gives none")
+        label = EXERCISE_LABEL.match(text)
+        if label and label.groups() == ("Seconds", OFFLINE) and runs_a_chapter and not quoted:
+            wrong.append(f"{where}: a seconds-long offline chapter rerun whose solution quotes no number of its run")
     assert not wrong, "\n".join(wrong)
 
 
@@ -387,7 +468,9 @@ HUNG_AFTER = 1800
 def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     """Every exercise's `.venv/bin/...` command runs as written from the project's folder on the CI run
     (its parameters from params/ci.yml under the command's own, which win), and its executed notebook
-    holds no error; its time is reported (a busy machine is slower, so no time limit fails it). A command on `-p run_name released` runs on a `released` run
+    holds no error; every value its solution quotes (`ex<n>_name`, glued by the CI book's chapter) equals
+    the value the command's run glues as `name`; its time is reported (a busy machine is slower, so no
+    time limit fails it). A command on `-p run_name released` runs on a `released` run
     imported from the test fixtures instead, exactly as written. `make` commands (whole books, downloads)
     and commands that need a download, a GPU or the model hub are listed, not run."""
     from biasaudit.book.run_book import notebook_parameters
@@ -402,6 +485,7 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     one_at_a_time: list[tuple[str, str, list[str], Path | None]] = []
     side_by_side: list[tuple[str, str, list[str], Path | None]] = []
     released = False
+    last_output: dict[tuple[str, str], Path] = {}  # the exercise's last chapter run, whose values its solution quotes
     for notebook, number, commands in _exercises():
         for command in commands:
             where = f"{notebook} exercise {number}"
@@ -435,6 +519,7 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
                                        encoding="utf-8")
                     extra = ["-f", str(ci_file)]
                 argv = [".venv/bin/papermill", str(path.relative_to(ROOT)), str(out), *extra, *options]
+                last_output[(notebook, number)] = out
             else:
                 argv = shlex.split(command)
             alone = out is None or path.stem in ONE_AT_A_TIME or values.get("run_name") == "released"
@@ -462,6 +547,20 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(execute, side_by_side))
     print("ran:\n  " + "\n  ".join(ran))
+    # Each solution's quoted values against what the command's run glued under the same names.
+    solutions, checked = _solutions(), []
+    for (notebook, number), out in last_output.items():
+        quoted = _quoted(solutions[(notebook, number)][1]).get(number, [])
+        if not quoted or not out.exists():
+            continue
+        stated, got = _glued(book / "book" / "analyses" / f"{notebook}.ipynb"), _glued(out)
+        for name in quoted:
+            key = f"ex{number}_{name}"
+            checked.append(f"{notebook} exercise {number}: {name}")
+            if key not in stated or not _same_value(stated[key], got.get(name)):
+                failed.append(f"{notebook} exercise {number}: the solution says {name} = {stated.get(key)}, "
+                              f"the command's run gives {got.get(name)}")
+    print(f"solution values checked against their commands' runs: {len(checked)}")
     print("listed, not run:\n  " + "\n  ".join(dict.fromkeys(listed)))
     attempts = tmp_path / "guard" / "attempts.log"
     assert not attempts.exists() or not attempts.read_text().strip(), f"an exercise reached for the network: " \
@@ -470,6 +569,7 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     assert not not_as_written, "exercise commands that do not run as written from the project's folder:\n" + \
         "\n".join(not_as_written)
     assert ran, "the exercises' commands were found"
+    assert len(checked) >= 40, f"the solutions' values were checked ({len(checked)})"
 
 
 @pytest.mark.parametrize("notebook, chapter, step", [
@@ -502,3 +602,31 @@ def test_the_computing_chapters_only_read_their_steps_tables(ci_book, notebook, 
              for c in cells if c.cell_type == "code" for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
     texts = {k: v for k, v in found["values"].items() if glued.get(k) is not None}
     assert texts and [k for k, v in texts.items() if glued[k] not in (v, repr(v))] == []
+
+
+# The chapters that only read stored results: a rerun must give every output again, glued values, tables
+# and charts alike. (A step chapter's rerun reads back what its first run made, and says so: chapter 02's
+# "scored now" and its seconds differ by design, so those are run again by the exercises' test instead.)
+STEP_CHAPTERS = {"00_items", "01_translate", "02_score", "20_label_errors", "30_template_tests",
+                 "31_template_translation", "40_reliability"}
+
+
+def test_every_results_chapter_gives_the_same_outputs_on_a_rerun(ci_book, tmp_path):
+    """nbval re-executes each executed results chapter of the CI run (its injected parameters included)
+    in a fresh kernel on the runs folder as the build left it, and compares every output with the
+    stored one: the glued values the prose quotes, the tables' HTML and the charts' SVG."""
+    book, _ = ci_book
+    runs = tmp_path / "runs"
+    shutil.copytree(book / "runs_as_built", runs)
+    chapters = [p for p in sorted((book / "book" / "analyses").glob("*.ipynb")) if p.stem not in STEP_CHAPTERS]
+    assert len(chapters) >= 12, [p.name for p in chapters]
+    copies = []
+    for path in chapters:
+        shutil.copy(path, tmp_path / path.name)
+        copies.append(str(tmp_path / path.name))
+    env = {**os.environ, "BIASAUDIT_RUNS_DIR": str(runs), **network_guard(tmp_path / "guard")}
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
+                             "--nbval-current-env", *copies], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=HUNG_AFTER)
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", result.stdout), result.stdout[-2000:]

@@ -142,6 +142,9 @@ def test_a_released_page_is_titled_noted_and_links_left_out_chapters_to_the_main
         nbformat.v4.new_code_cell("x = 1"),
         nbformat.v4.new_markdown_cell("# The verdict: which languages shift?\n\nSome text."),
         nbformat.v4.new_markdown_cell("See [the drops](10_language_drops) and [the templates](30_template_tests)."),
+        nbformat.v4.new_markdown_cell("## Summary\n\nDone.\n\n### Exercises\n\n:::{exercise} 1\n:label: ex-22-1\n"
+                                      ":nonumber:\n\nRerun.\n:::\n\n:::{solution} ex-22-1\n:class: dropdown\n\n"
+                                      "{glue:text}`ex1_summary_text`\n:::\n\n### What's next?\n\nMore."),
     ])
     path = tmp_path / "22_verdict.ipynb"
     nbformat.write(notebook, path)
@@ -151,6 +154,9 @@ def test_a_released_page_is_titled_noted_and_links_left_out_chapters_to_the_main
     assert heading == "# The verdict: which languages shift? (released study)" and text.endswith("Some text.")
     assert note.startswith(":::{note}") and "](../analyses/22_verdict)" in note
     assert cells[2].source == "See [the drops](10_language_drops) and [the templates](../analyses/30_template_tests)."
+    # the exercises (labelled once, on the main page; their solutions quote the main run) point there instead
+    assert cells[3].source == ("## Summary\n\nDone.\n\n### Exercises\n\nThe exercises and their solutions are on "
+                               "[the main run's page](../analyses/22_verdict).\n\n### What's next?\n\nMore.")
 
 
 def write_params(folder: Path, text: str) -> Path:

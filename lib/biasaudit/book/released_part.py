@@ -143,9 +143,14 @@ def clear_part(folder: Path) -> None:
     folder.mkdir(parents=True)
 
 
+# A chapter's Exercises section, up to the next heading: its exercises and solutions (labelled once, on the
+# main run's page) are about the main run.
+EXERCISES = re.compile(r"^### Exercises[ \t]*\n.*?(?=^#{1,6} |\Z)", re.M | re.S)
+
+
 def mark_as_released(path: Path, name: str) -> None:
-    """Title the page as the released study's, say so under the title, and point links to chapters
-    the part leaves out at the main part's pages."""
+    """Title the page as the released study's, say so under the title, point links to chapters the
+    part leaves out at the main part's pages, and leave the exercises to the main run's page."""
     notebook = nbformat.read(path, as_version=4)
     first = next(i for i, cell in enumerate(notebook.cells)
                  if cell.cell_type == "markdown" and cell.source.startswith("# "))
@@ -157,6 +162,8 @@ def mark_as_released(path: Path, name: str) -> None:
     notebook.cells[first].source = f"# {title} (released study)\n\n{note}{rest}"
     for cell in notebook.cells:
         if cell.cell_type == "markdown":
+            cell.source = EXERCISES.sub(f"### Exercises\n\nThe exercises and their solutions are on [the main run's page]"
+                                        f"(../analyses/{name}).\n\n", cell.source)
             for left_out in NOT_IN_PART:
                 cell.source = cell.source.replace(f"]({left_out})", f"](../analyses/{left_out})")
     nbformat.write(notebook, path)

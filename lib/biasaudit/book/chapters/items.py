@@ -46,6 +46,16 @@ def report(params: RunParams) -> Report:
     return out
 
 
+def versions_kept(params: RunParams, other: RunParams) -> int:
+    """How many of this run's item versions a run with `other`'s languages and rewording choice would
+    keep: English, its languages, and the rewordings only where it keeps them."""
+    items, _, _ = pipeline.read_run_items(params.run_name)
+    kept = items["language"].isin(["en", *other.languages])
+    if not other.include_rewordings:
+        kept &= items["variant"] != "rewording"
+    return int(kept.sum())
+
+
 def version_counts(items: pd.DataFrame) -> pd.DataFrame:
     """Item versions per language and variant (rows) and source (columns): what the run scores in
     each language, in a table as narrow as the sources are few."""

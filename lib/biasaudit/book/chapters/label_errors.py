@@ -208,6 +208,13 @@ def released_folder(params: RunParams):
     return released.find_released()
 
 
+def rescored_count(params: RunParams) -> int:
+    """How many item versions the step's plan rescores under `params`, without rescoring them."""
+    items, _, _ = pipeline.read_run_items(params.run_name)
+    models = sorted(pipeline.read_scores(params.run_name, models=params.model_filter)["model"].unique())
+    return len(pipeline.ablation_plan(params, items, models).items)
+
+
 def report(params: RunParams) -> Report:
     """The eight reruns as the run's step left them (`run.pipeline.run_error_reruns`), and the paper's
     released scores with their label errors (read here: files, no model)."""

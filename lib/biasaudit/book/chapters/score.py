@@ -48,6 +48,9 @@ def report(params: RunParams) -> Report:
     out.add_table("models", pd.DataFrame({"model": models, "what it is": [
         OFFLINE_MODELS[m].description if m in OFFLINE_MODELS else m for m in models]}))
     summary = score_summary(scores, params.aggregate)
+    english = summary.loc[(summary["variant"] == "original") & (summary["language"] == "en"), "soft"]
+    out.values.update({"n_scored_now": int(timings["scored_now"].sum()), "n_read_back": int(timings["read_back"].sum()),
+                       "english_soft": float(english.mean()) if len(english) else float("nan")})
     wide = summary.pivot_table(index=["variant", "language"], columns="model", values="soft").reset_index()
     wide.columns.name = None
     out.add_table("summary", wide)

@@ -464,6 +464,8 @@ def report(params: RunParams) -> Report:
         "probability_text": probability_text(evaluations),
         "errors_text": errors_text(evaluations), "cells_text": cells_text(cells, floor, params.alpha),
         "matchers_text": matchers_text(evaluations),
+        "n_passed": int(evaluations["verdict"].eq("Passed").sum()),
+        "n_passed_langbite": int(evaluations["verdict_langbite"].eq("Passed").sum()),
         "correlations_text": correlations_text(correlations, tt.varying_languages(by_concern)),
         "summary_text": summary_text(rates, shares, cells),
     })

@@ -62,6 +62,14 @@ def faithful_text(cross: pd.DataFrame, threshold: float) -> str:
     return text + "."
 
 
+def faithful_text_at(params: RunParams, threshold: float) -> str:
+    """`faithful_text` at another threshold, from the run's judged similarities: a threshold only draws
+    the line, it does not change a similarity, so the step need not run again to say it."""
+    similarity = read_step(params, "translate")["similarity"]
+    summary = judge.similarity_summary(similarity.assign(faithful=similarity["similarity"] >= threshold))
+    return faithful_text(summary.loc[summary["kind"] == "cross-lingual"].set_index("language"), threshold)
+
+
 def machine_text(*, tried: int, made: int, reasons: list[str], machine_median: float, human_median: float,
                  machine_calibrated: float, human_calibrated: float, chrf: float) -> str:
     """The machine translator's sample against the human translations of the same items."""
