@@ -20,7 +20,7 @@ import time
 import numpy as np
 import pandas as pd
 from biasaudit import analyses
-from biasaudit.run.options import DEFAULT_SEED, StudyOptions
+from biasaudit.core.options import DEFAULT_SEED, StudyOptions
 from scipy import stats as sps
 from scipy.special import logit
 

@@ -13,11 +13,11 @@ import time
 
 import numpy as np
 import torch
+from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.data.item_table import read_items
 from biasaudit.lm.reference import naive_scores
 from biasaudit.lm.registry import load_model
 from biasaudit.lm.scoring import score
-from biasaudit.run.options import DEFAULT_SEED
 
 
 def main() -> None:

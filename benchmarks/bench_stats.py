@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pandas as pd
 from biasaudit.analyses.stats import sign_flip_tests
-from biasaudit.run.options import DEFAULT_SEED
+from biasaudit.core.options import DEFAULT_SEED
 from scipy import stats as sps
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from biasaudit.run.store import ScoreStore, write_atomically
+from biasaudit.core.store import ScoreStore, write_atomically
 
 
 def chunk(model: int, start: int, size: int) -> pd.DataFrame:

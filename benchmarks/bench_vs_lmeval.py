@@ -48,11 +48,11 @@ import numpy as np
 import pandas as pd
 import torch
 from biasaudit.analyses.scores import item_scores
+from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.data.item_table import OPTIONS, join_text, read_items
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model, resolve_model_path
 from biasaudit.lm.scoring import score
 from biasaudit.lm.tokens import build_sequences, encode_joint
-from biasaudit.run.options import DEFAULT_SEED
 
 LMEVAL_MISSING = ("lm-eval is not installed: this benchmark needs the project's `bench` extra "
                   "(`.venv/bin/pip install -e '.[bench]'`, or `make bench`, which installs it).")

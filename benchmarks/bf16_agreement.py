@@ -29,13 +29,13 @@ import torch
 from biasaudit.analyses.drops import cell_tests
 from biasaudit.analyses.floor import floor_cells
 from biasaudit.analyses.scores import item_scores
+from biasaudit.core.options import DEFAULT_OPTIONS
+from biasaudit.core.paths import project_path, run_dir
+from biasaudit.core.store import SCORE_COLUMNS, ScoreStore
 from biasaudit.data.item_table import read_items, select_items
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model
 from biasaudit.lm.scoring import score
-from biasaudit.run.options import DEFAULT_OPTIONS
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import project_path, run_dir
-from biasaudit.run.store import SCORE_COLUMNS, ScoreStore
 
 DTYPES = ("float32", "bfloat16")
 

@@ -23,10 +23,10 @@ from collections import defaultdict
 from contextlib import contextmanager
 
 import torch
+from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.data.item_table import read_items
 from biasaudit.lm import scoring
 from biasaudit.lm.registry import load_model
-from biasaudit.run.options import DEFAULT_SEED
 
 
 class StepTimer:

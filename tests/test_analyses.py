@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from biasaudit import analyses
 from biasaudit.analyses.stats import sign_flip_pvalue
-from biasaudit.run.options import StudyOptions
+from biasaudit.core.options import StudyOptions
 from conftest import score_row
 from scipy import stats as sps
 from scipy.special import expit, logit

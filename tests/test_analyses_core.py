@@ -11,7 +11,7 @@ import pytest
 import statsmodels.formula.api as smf
 from biasaudit import analyses
 from biasaudit.analyses import stats
-from biasaudit.run.options import StudyOptions
+from biasaudit.core.options import StudyOptions
 from conftest import score_row
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 from biasaudit import analyses
 from biasaudit.analyses.stats import sign_flip_pvalue
+from biasaudit.core.options import StudyOptions
+from biasaudit.core.store import ScoreStore
 from biasaudit.lm.tokens import boundary_example
 from biasaudit.run import pipeline
-from biasaudit.run.options import StudyOptions
-from biasaudit.run.store import ScoreStore
 from conftest import score_row
 from scipy.special import expit, logit
 from statsmodels.stats.multitest import multipletests

@@ -167,7 +167,8 @@ def test_the_reliability_page_says_which_sweep_it_shows():
 
     table = pd.DataFrame({"case": ["params: unknown key", "runs: stale lock"], "outcome": ["clear error", "recovered"],
                           "lost": [0, 0]})
-    meta = {"finished": "2026-12-03 13:00:00", "seconds": 17.2}
+    meta = {"finished": "2026-12-03 13:00:00", "seconds": 17.2, "all_cases": len(cases.CASES),
+            "slow_cases": list(cases.SLOW_CASES)}  # as the quick sweep records them
     quick = reliability.sweep_text(table, meta, quick=True)
     assert quick.startswith(f"This machine has run no full sweep, so this build ran the quick one (finished 2026-12-03 "
                             f"13:00:00 after 17.2 s): 2 of the {len(cases.CASES)} cases. The 3 slow ones (\"scoring: "

@@ -8,6 +8,7 @@ import importlib.util
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit.core.store import DTYPE_COLUMN, ScoreStore
 from biasaudit.data.item_table import OPTIONS, read_items
 from biasaudit.lm.completions import CompletionsEngine
 from biasaudit.lm.engines import EngineError, check_engine, sums_from_logprobs
@@ -17,7 +18,6 @@ from biasaudit.lm.tiny import save_tiny_model, tiny_model
 from biasaudit.lm.tokens import Sequence, start_token_id
 from biasaudit.run import pipeline
 from biasaudit.run.engine import EngineSpec, ModelScorer
-from biasaudit.run.store import DTYPE_COLUMN, ScoreStore
 
 from tests.completions_server import CompletionsServer
 

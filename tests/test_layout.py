@@ -120,3 +120,38 @@ def test_an_import_statement_is_read_as_the_modules_it_loads():
     assert read("from biasaudit.analyses.stats import sign_flip_pvalue") == ["biasaudit.analyses.stats"]
     assert read("import torch") == ["torch"]
     assert lazy_name("biasaudit.lm.scoring") and lazy_name("transformers.models") and not lazy_name("biasaudit.lm")
+
+
+# The areas in their order, ground floor first: each may import only the areas before it (README's layout).
+AREAS = ["core", "data", "lm", "analyses", "run", "translate", "templates", "book", "sweep"]
+
+
+def area_of(module: str) -> str | None:
+    """The top-level area a module belongs to (biasaudit.run.study → run); None for the package itself."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and (PACKAGE / parts[1]).is_dir() else None
+
+
+def test_every_import_runs_down_the_areas():
+    areas = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__")
+    assert areas == sorted(AREAS), f"the areas and their order (AREAS) do not match the package: {areas}"
+    edges, _ = graph()
+    upward = sorted(f"{module} ({area_of(module)}) imports {target} ({area_of(target)}), an area above it"
+                    for module, targets in edges.items() for target in targets
+                    if area_of(module) and area_of(target) and AREAS.index(area_of(target)) > AREAS.index(area_of(module)))
+    assert not upward, "\n".join(upward)
+
+
+def test_no_chapter_module_imports_another():
+    """Helpers two chapters share live below the chapters (in `run` or `analyses`), so a chapter's module
+    can be read, and changed, on its own."""
+    edges, _ = graph()
+    chapters = "biasaudit.book.chapters."
+    crossing = sorted(f"{module} imports {target}" for module, targets in edges.items() if module.startswith(chapters)
+                      for target in targets if target.startswith(chapters))
+    assert not crossing, "\n".join(crossing)
+
+
+def test_the_area_order_is_read_from_the_imports():
+    assert area_of("biasaudit.run.study") == "run" and area_of("biasaudit.core") == "core"
+    assert area_of("biasaudit") is None

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from biasaudit.run.options import StudyOptions
+from biasaudit.core.options import StudyOptions
 from biasaudit.run.params import ParamsError, RunParams, read_params, validate_params
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -15,6 +15,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed (optional extra [ray]: `pip install -e '.[ray]'`; "
                                         "CI installs it, so these tests run there)")
 
+from biasaudit.core.store import ScoreStore  # noqa: E402
 from biasaudit.data.item_table import OPTIONS, read_items  # noqa: E402
 from biasaudit.lm.generate import GenerationSettings, LocalGenerator  # noqa: E402
 from biasaudit.lm.tiny import save_tiny_model  # noqa: E402
@@ -24,7 +25,6 @@ from biasaudit.run import (
 )
 from biasaudit.run.engine import EngineSpec, RayOptions  # noqa: E402
 from biasaudit.run.ray_executor import RayGenerator, ShardError, score_on_ray  # noqa: E402
-from biasaudit.run.store import ScoreStore  # noqa: E402
 
 CI_BANK = "tests/fixtures/ci_bank.csv"
 POOL = RayOptions(actors=2, shard_items=24, shard_retries=2)

@@ -18,11 +18,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from biasaudit import analyses
+from biasaudit.core.options import DEFAULT_SEED, StudyOptions
 from biasaudit.data import downloads, release_files
 from biasaudit.data import released as rel
 from biasaudit.data.item_table import ITEM_COLUMNS
 from biasaudit.run import pipeline
-from biasaudit.run.options import DEFAULT_SEED, StudyOptions
 from scipy.special import expit
 
 FIXTURES = Path(__file__).parent / "fixtures" / "released"

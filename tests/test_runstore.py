@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from biasaudit.run.store import ResultStore, ScoreStore, StoreWarning, table_fingerprint
+from biasaudit.core.store import ResultStore, ScoreStore, StoreWarning, table_fingerprint
 
 
 def rows(model: str, ids: list[str], value: float, boundary: bool = False) -> pd.DataFrame:
@@ -90,7 +90,7 @@ def test_the_run_lock_names_its_holder_is_reentrant_and_is_released(tmp_path):
     import json
     import os
 
-    from biasaudit.run.store import run_lock
+    from biasaudit.core.store import run_lock
 
     with run_lock(tmp_path) as path:
         holder = json.loads(path.read_text())

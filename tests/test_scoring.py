@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from biasaudit.core.store import ScoreStore
 from biasaudit.data.item_table import OPTIONS
 from biasaudit.lm import scoring, tokens
 from biasaudit.lm.reference import naive_scores
-from biasaudit.run.store import ScoreStore
 
 
 def assert_matches_reference(scores: pd.DataFrame, reference: pd.DataFrame, tol: float = 1e-4) -> None:

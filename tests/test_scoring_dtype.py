@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from biasaudit.core.store import ScoreStore
 from biasaudit.data.item_table import OPTIONS
 from biasaudit.lm import scoring, tokens
 from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
-from biasaudit.run.store import ScoreStore
 
 
 @pytest.fixture(scope="module")

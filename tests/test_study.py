@@ -7,8 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 from biasaudit import analyses
-from biasaudit.run.options import StudyOptions
-from biasaudit.run.store import ScoreStore
+from biasaudit.core.options import StudyOptions
+from biasaudit.core.store import ScoreStore
 from biasaudit.run.study import Study
 from conftest import score_row
 

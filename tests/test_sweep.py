@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit.core import sweep_record
 from biasaudit.sweep import cases, harness, kills
 from biasaudit.sweep.__main__ import main as sweep_main
 
@@ -20,9 +21,9 @@ KILLED = "runs: killed and resumed"  # run (once) by its own test below, which l
 @pytest.mark.parametrize("name", [name for name in cases.CASES if name != KILLED])
 def test_sweep_case(name):
     outcome = cases.run_case(name)
-    assert outcome.outcome in harness.GOOD_OUTCOMES and outcome.lost == 0, outcome
-    expected = (harness.CLEAR if name in cases.ERROR_CASES else harness.RECOVERED if name in cases.RECOVERING
-                else harness.RIGHT)
+    assert outcome.outcome in sweep_record.GOOD_OUTCOMES and outcome.lost == 0, outcome
+    expected = (sweep_record.CLEAR if name in cases.ERROR_CASES else sweep_record.RECOVERED if name in cases.RECOVERING
+                else sweep_record.RIGHT)
     assert outcome.outcome == expected and outcome.said, outcome
 
 
@@ -47,9 +48,10 @@ def test_a_failing_case_is_reported_as_failed(monkeypatch):
 def test_the_command_writes_the_table_and_fails_on_a_failed_case(tmp_path, monkeypatch):
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     assert sweep_main(["--only", "params: unknown key", "items: BOM and CRLF"]) == 0
-    table, meta = harness.read_last_sweep()
+    table, meta = sweep_record.read_last_sweep()
     assert list(table["case"]) == ["params: unknown key", "items: BOM and CRLF"] and meta["cases"] == 2
-    assert harness.counts(table) == {"cases": 2, "clear_errors": 1, "recovered": 0, "right_results": 1, "failed": 0,
+    assert meta["all_cases"] == len(cases.CASES) and meta["slow_cases"] == list(cases.SLOW_CASES)
+    assert sweep_record.counts(table) == {"cases": 2, "clear_errors": 1, "recovered": 0, "right_results": 1, "failed": 0,
                                    "lost": 0}
     monkeypatch.setitem(cases.CASES, "params: unknown key",
                         ("params", cases._params_case("languages: [es]\n", ["'languages'"])))
@@ -70,7 +72,7 @@ def test_a_killed_run_is_resumed_from_a_partly_stored_run(monkeypatch):
 
     monkeypatch.setitem(cases.CASES, KILLED, ("runs", recording))
     outcome = cases.run_case(KILLED)
-    assert outcome.outcome == harness.RECOVERED and outcome.lost == 0 and outcome.said, outcome
+    assert outcome.outcome == sweep_record.RECOVERED and outcome.lost == 0 and outcome.said, outcome
     (run, stored, items), = found
     after = [hit.stored for hit in run.kills]
     assert run.kills[0].place == "during model load" and after[0] == 0
@@ -147,8 +149,9 @@ def test_the_book_runs_the_quick_cases_only_where_no_full_sweep_is(tmp_path, mon
     assert "runs: killed and resumed" not in cases.QUICK_CASES and "params: unknown key" in cases.QUICK_CASES
     monkeypatch.setattr(cases, "QUICK_CASES", ("params: unknown key", "items: BOM and CRLF"))
     path = cases.quick_sweep()
-    assert path is not None and path.name == "quick.csv" and harness.read_last_sweep() is None
-    table, meta = harness.read_last_sweep(kind="quick")
+    assert path is not None and path.name == "quick.csv" and sweep_record.read_last_sweep() is None
+    table, meta = sweep_record.read_last_sweep(kind="quick")
     assert list(table["case"]) == ["params: unknown key", "items: BOM and CRLF"] and meta["cases"] == 2
+    assert meta["all_cases"] == len(cases.CASES) and meta["slow_cases"] == list(cases.SLOW_CASES)
     assert sweep_main(["--only", "params: unknown key"]) == 0  # a sweep of the machine's own
     assert cases.quick_sweep() is None

@@ -9,8 +9,8 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit.core.options import StudyOptions
 from biasaudit.lm.generate import GenerationError, GenerationSettings, Generator
-from biasaudit.run.options import StudyOptions
 from biasaudit.templates import pass_rates as tt
 from biasaudit.templates.asking import run_template_tests
 from statsmodels.stats.contingency_tables import mcnemar
@@ -491,7 +491,7 @@ def test_the_chat_server_params_file_is_valid_and_shown_on_the_page_as_it_is():
         params_file_markdown,
     )
     from biasaudit.run.params import read_params
-    from biasaudit.run.paths import project_path
+    from biasaudit.core.paths import project_path
 
     assert CHAT_SERVER_PARAMS == "params/chat_server.yml"
     params = read_params(CHAT_SERVER_PARAMS)

@@ -362,8 +362,8 @@ def test_the_languages_compared():
 def test_machine_translations_equal_to_the_human_ones_leave_the_drop_unchanged(monkeypatch, tmp_path):
     from biasaudit.data.item_table import read_items
     from biasaudit.run import pipeline
-    from biasaudit.run.paths import project_path, run_dir
-    from biasaudit.run.store import write_atomically
+    from biasaudit.core.paths import project_path, run_dir
+    from biasaudit.core.store import write_atomically
 
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path))
     params = RunParams(run_name="mt", models=["tiny-random"], item_banks=["tests/fixtures/ci_bank.csv"],

@@ -10,7 +10,7 @@ import pytest
 from biasaudit import analyses
 from biasaudit.analyses import verdict as v
 from biasaudit.analyses.floor import model_floors
-from biasaudit.run.options import StudyOptions
+from biasaudit.core.options import StudyOptions
 from conftest import score_row
 from scipy.stats import norm
 

@@ -16,7 +16,7 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 ERROR_FLAGS: tuple[str, ...] = ("stereoset_label_map", "bbq_roles_by_order", "scorer_boundary")
 

@@ -11,7 +11,7 @@ import wordfreq
 
 from biasaudit.analyses.drops import language_drops
 from biasaudit.analyses.scores import has_aggregate, item_scores, paired_with_english
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 
 def summed_vs_mean(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:

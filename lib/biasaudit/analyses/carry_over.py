@@ -8,7 +8,7 @@ import pandas as pd
 
 from biasaudit.analyses import stats
 from biasaudit.analyses.scores import item_scores, paired_with_english
-from biasaudit.run.options import DEFAULT_OPTIONS, Aggregate, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, Aggregate, StudyOptions
 
 CHANGES: tuple[str, ...] = ("rewording", "translation", "within-language rewording")
 

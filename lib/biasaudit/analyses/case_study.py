@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit.analyses.scores import item_scores
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 
 def pick_case(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS) -> str:

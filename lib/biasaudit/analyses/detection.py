@@ -15,7 +15,7 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 
 def null_pvalues(cells: list, shifts: np.ndarray, n_runs: int, options: StudyOptions, label: str,

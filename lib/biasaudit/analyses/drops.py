@@ -14,7 +14,7 @@ import pandas as pd
 from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.scores import item_scores, paired_with_english, versions_in
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 CELL_COLUMNS: list[str] = ["n", "drop", "p", "q", "reliable", "drop_binary", "p_binary", "q_binary",
                            "reliable_binary", "sd", "noise_only"]

@@ -21,8 +21,8 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 from biasaudit.data.item_table import normalise
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
 
 TEXT_FIELDS: tuple[str, ...] = ("context", "stereotyped", "anti_stereotyped", "third")
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from biasaudit.run.options import Aggregate
+from biasaudit.core.options import Aggregate
 
 ITEM_KEYS = ["model", "item_id", "base_id", "source", "dimension", "category", "language", "variant", "via"]
 

@@ -17,7 +17,7 @@ from biasaudit.analyses.scores import (
     item_scores,
     paired_with_english,
 )
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 SOURCE_ORDER: tuple[str, ...] = ("stereoset", "bbq", "written")
 

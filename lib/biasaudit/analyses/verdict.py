@@ -40,7 +40,7 @@ from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.detection import null_pvalues
 from biasaudit.analyses.floor import model_floors
 from biasaudit.analyses.scores import item_scores, paired_with_english
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 REAL, BEYOND_TYPICAL, UNCLEAR, NOISE = ("real shift", "beyond the typical floor, not clearly", "too little evidence",
                                         "within noise")

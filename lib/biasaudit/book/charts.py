@@ -9,7 +9,7 @@ import pandas as pd
 
 from biasaudit.analyses import verdict
 from biasaudit.analyses.floor import model_floors
-from biasaudit.translate.languages import language_label
+from biasaudit.data.languages import language_label
 
 
 def use_svg() -> None:

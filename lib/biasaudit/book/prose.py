@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
-from biasaudit.translate.languages import language_label
+from biasaudit.data.languages import language_label
 
 
 def spoken_list(parts: Sequence[object], conjunction: str = "and") -> str:

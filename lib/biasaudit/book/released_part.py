@@ -20,7 +20,9 @@ import pandas as pd
 import yaml
 
 from biasaudit.book.chapters import verdict
+from biasaudit.core.paths import project_path
 from biasaudit.data import release_files
+from biasaudit.data.languages import language_label
 from biasaudit.data.release_files import (
     ReleasedDataError,
     fetch_released,
@@ -29,8 +31,6 @@ from biasaudit.data.release_files import (
 )
 from biasaudit.data.released import find_released, released_models_in
 from biasaudit.run.params import BOOK_KEYS, RunParams, read_params, validate_params
-from biasaudit.run.paths import project_path
-from biasaudit.translate.languages import language_label
 
 RELEASED = "book/released/"
 RELEASED_PARAMS = "params/released.yml"

@@ -24,9 +24,9 @@ import papermill
 import yaml
 
 from biasaudit.book import released_part as released_study
+from biasaudit.core.paths import PROJECT_ROOT
 from biasaudit.data.release_files import ReleasedDataError
 from biasaudit.run.params import BOOK_KEYS, ParamsError, given_keys, read_params
-from biasaudit.run.paths import PROJECT_ROOT
 
 ANALYSES = "book/analyses/"
 

@@ -30,6 +30,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
 from biasaudit.data.public import (
     DATA_DIR_VARIABLE,
@@ -42,7 +43,6 @@ from biasaudit.data.public import (
     stage_table,
     where,
 )
-from biasaudit.run.options import DEFAULT_SEED
 
 HUB_DATASET: str = "Elfsong/BBQ"  # parquet copy of nyu-mll/BBQ; one split per category, lower-case names
 DEFAULT_CATEGORIES: tuple[str, ...] = ("Age", "Gender_identity", "Nationality", "Race_ethnicity", "Religion")

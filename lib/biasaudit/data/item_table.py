@@ -21,24 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from biasaudit.run.paths import PROJECT_ROOT
+from biasaudit.core.columns import ITEM_COLUMNS, OPTIONS
+from biasaudit.core.paths import PROJECT_ROOT
 
-ITEM_COLUMNS: list[str] = [
-    "item_id",
-    "base_id",
-    "source",
-    "dimension",
-    "category",
-    "language",
-    "variant",
-    "via",
-    "context",
-    "stereotyped",
-    "anti_stereotyped",
-    "third",
-    "third_kind",
-]
-OPTIONS: tuple[str, str, str] = ("stereotyped", "anti_stereotyped", "third")
 
 # Languages whose script writes no space between words: a continuation is joined to its
 # context without a separator there.

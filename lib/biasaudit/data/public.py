@@ -15,8 +15,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from biasaudit.core.paths import project_path
 from biasaudit.data.item_table import ITEM_COLUMNS, ItemError
-from biasaudit.run.paths import project_path
 
 DATA_DIR_VARIABLE: str = "BIASAUDIT_DATA_DIR"
 STAGE_COLUMNS: list[str] = ["source", "category", "stage", "n", "reason"]

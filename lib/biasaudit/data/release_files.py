@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from biasaudit.core.paths import cache_dir, project_path
 from biasaudit.data.downloads import DownloadError, PinnedFile, fetch
-from biasaudit.run.paths import cache_dir, project_path
 
 # sha256 of the files whose content this project has checked against the paper's published
 # numbers (tests/test_released.py reproduces its per-cell results from them). The other models' files are verified against the hash recorded when they

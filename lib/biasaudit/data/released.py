@@ -63,6 +63,8 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from biasaudit.core.paths import project_path, run_dir
+from biasaudit.core.store import ScoreStore, run_lock, write_atomically
 from biasaudit.data.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
 from biasaudit.data.item_table import ITEM_COLUMNS
 from biasaudit.data.public import DATA_DIR_VARIABLE
@@ -76,8 +78,6 @@ from biasaudit.data.release_files import (
     resolve_released_source,
 )
 from biasaudit.data.stereoset import DIMENSION_OF_BIAS_TYPE as STEREOSET_DIMENSIONS
-from biasaudit.run.paths import project_path, run_dir
-from biasaudit.run.store import ScoreStore, run_lock, write_atomically
 
 ITEM_FILE_COLUMNS: tuple[str, ...] = (
     "model", "prompt_id", "base_prompt_id", "language", "category", "layer", "context",

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
+from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
 from biasaudit.data.public import (
     DATA_DIR_VARIABLE,
@@ -39,7 +40,6 @@ from biasaudit.data.public import (
     stage_table,
     where,
 )
-from biasaudit.run.options import DEFAULT_SEED
 
 HUB_DATASET: str = "McGill-NLP/stereoset"
 HUB_CONFIG: str = "intrasentence"

@@ -23,14 +23,14 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, join_text
-from biasaudit.lm.tokens import Sequence, build_sequences, encode_joint
-from biasaudit.run.store import (
+from biasaudit.core.store import (
     DTYPE_COLUMN,
     ScoreStore,
     scores_for_items,
     stored_scores,
 )
+from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS, join_text
+from biasaudit.lm.tokens import Sequence, build_sequences, encode_joint
 
 ENGINES: tuple[str, ...] = ("transformers", "vllm", "completions")
 # Sentences every engine check scores (a context, then a continuation whose tokens are compared).

@@ -31,6 +31,8 @@ from typing import Sequence
 
 from tqdm.auto import tqdm
 
+from biasaudit.core.keyvalue import KeyValueStore, cache_file, cache_key
+from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.lm import openai_http as http
 from biasaudit.lm.registry import (
     OFFLINE_MODELS,
@@ -39,8 +41,6 @@ from biasaudit.lm.registry import (
     resolve_dtype,
     resolve_model_path,
 )
-from biasaudit.run.keyvalue import KeyValueStore, cache_file, cache_key
-from biasaudit.run.options import DEFAULT_SEED
 
 
 @dataclass(frozen=True)

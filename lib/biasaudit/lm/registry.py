@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from biasaudit.core.paths import cache_dir
 from biasaudit.lm.tiny import save_tiny_model
-from biasaudit.run.paths import cache_dir
 
 if TYPE_CHECKING:
     import torch

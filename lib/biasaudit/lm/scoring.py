@@ -25,6 +25,13 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from biasaudit.core.store import (
+    DTYPE_COLUMN,
+    ScoreStore,
+    run_lock,
+    scores_for_items,
+    stored_scores,
+)
 from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
 from biasaudit.lm.engines import scores_frame
 from biasaudit.lm.registry import cpu_has_native_bf16, load_model
@@ -33,13 +40,6 @@ from biasaudit.lm.tokens import (
     boundary_sequences,
     build_sequences,
     longest_first,
-)
-from biasaudit.run.store import (
-    DTYPE_COLUMN,
-    ScoreStore,
-    run_lock,
-    scores_for_items,
-    stored_scores,
 )
 
 # batch_size="auto": at most this many sequences per batch, and on a CPU about this many tokens.

@@ -1,1 +1,2 @@
-"""A run: its params, pipeline steps, stores, the study's cached results, options and paths."""
+"""A run: its params, its pipeline steps and their tables, the engines and executors that score it, and the
+study (the analyses' results, cached). Stands on `core` (paths, stores, options), `data`, `lm` and `analyses`."""

@@ -8,6 +8,7 @@ from typing import Literal
 
 import pandas as pd
 
+from biasaudit.core.store import ScoreStore, run_lock
 from biasaudit.lm.completions import CompletionsEngine
 from biasaudit.lm.engines import (
     PromptLogprobEngine,
@@ -17,7 +18,6 @@ from biasaudit.lm.engines import (
     score_with_engine,
 )
 from biasaudit.lm.registry import load_model, load_tokenizer, scoring_dtype
-from biasaudit.run.store import ScoreStore, run_lock
 
 
 @dataclass(frozen=True)

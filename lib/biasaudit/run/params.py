@@ -26,10 +26,10 @@ from pydantic import (
     model_validator,
 )
 
+from biasaudit.core.options import DEFAULT_SEED, Aggregate, StudyOptions
+from biasaudit.core.paths import project_path
+from biasaudit.data.languages import LANGUAGE_NAMES
 from biasaudit.lm.registry import OFFLINE_MODELS
-from biasaudit.run.options import DEFAULT_SEED, Aggregate, StudyOptions
-from biasaudit.run.paths import project_path
-from biasaudit.translate.languages import LANGUAGE_NAMES
 
 DEFAULT_LANGUAGES: list[str] = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
 DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]

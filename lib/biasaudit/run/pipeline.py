@@ -3,7 +3,7 @@ plan and run what the pipeline-error chapter rescores.
 
 Notebooks call the steps (`prepare_run`, `run_scoring`, `run_error_reruns`) before their chapter's
 report reads the results, so that what a step does is one readable line, and so that a run killed
-halfway resumes (every scored chunk is stored at once: `biasaudit.run.store.ScoreStore`).
+halfway resumes (every scored chunk is stored at once: `biasaudit.core.store.ScoreStore`).
 """
 
 from __future__ import annotations
@@ -16,18 +16,9 @@ import numpy as np
 import pandas as pd
 
 from biasaudit.analyses import stats
-from biasaudit.data.bbq import load_bbq
-from biasaudit.data.item_table import ITEM_COLUMNS, ItemError, read_items, select_items
-from biasaudit.data.public import resolve_data_dir
-from biasaudit.data.released import import_released
-from biasaudit.data.stereoset import load_stereoset
-from biasaudit.lm.registry import scoring_dtype
-from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
-from biasaudit.run.options import DEFAULT_SEED
-from biasaudit.run.params import check_model_name
-from biasaudit.run.paths import project_path, run_dir
-from biasaudit.run.steps import StepTables, write_step
-from biasaudit.run.store import (
+from biasaudit.core.options import DEFAULT_SEED
+from biasaudit.core.paths import project_path, run_dir
+from biasaudit.core.store import (
     DTYPE_COLUMN,
     ScoreStore,
     run_lock,
@@ -35,6 +26,15 @@ from biasaudit.run.store import (
     stored_scores,
     write_atomically,
 )
+from biasaudit.data.bbq import load_bbq
+from biasaudit.data.item_table import ITEM_COLUMNS, ItemError, read_items, select_items
+from biasaudit.data.public import resolve_data_dir
+from biasaudit.data.released import import_released
+from biasaudit.data.stereoset import load_stereoset
+from biasaudit.lm.registry import scoring_dtype
+from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
+from biasaudit.run.params import check_model_name
+from biasaudit.run.steps import StepTables, write_step
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
 
@@ -198,6 +198,13 @@ def read_run_items(run_name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
     stages = pd.read_parquet(stages_path) if stages_path.exists() else pd.DataFrame(
         columns=["source", "category", "stage", "n", "reason"])
     return pd.read_parquet(folder / "items.parquet"), pd.read_parquet(folder / "collapsed.parquet"), stages
+
+
+def read_similarity(params) -> pd.DataFrame | None:
+    """The run's similarity table (`params.similarity_file` in the run's folder, written by the translate
+    step or brought by the user), or None where the run has none: the faithful-only analyses then say so."""
+    path = run_dir(params.run_name) / params.similarity_file
+    return pd.read_parquet(path) if path.exists() else None
 
 
 def read_scores(run_name: str, *, models: list[str] | None = None, scorer_boundary: bool = False) -> pd.DataFrame:

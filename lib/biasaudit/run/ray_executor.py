@@ -29,6 +29,14 @@ import pandas as pd
 import ray
 from tqdm.auto import tqdm
 
+from biasaudit.core.paths import run_dir
+from biasaudit.core.store import (
+    DTYPE_COLUMN,
+    ScoreStore,
+    run_lock,
+    scores_for_items,
+    stored_scores,
+)
 from biasaudit.lm.generate import (
     GenerationError,
     GenerationSettings,
@@ -38,14 +46,6 @@ from biasaudit.lm.generate import (
 from biasaudit.lm.registry import load_tokenizer
 from biasaudit.lm.tokens import longest_first
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
-from biasaudit.run.paths import run_dir
-from biasaudit.run.store import (
-    DTYPE_COLUMN,
-    ScoreStore,
-    run_lock,
-    scores_for_items,
-    stored_scores,
-)
 
 ACTOR_DIED = (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError)
 

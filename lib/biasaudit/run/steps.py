@@ -2,7 +2,7 @@
 
 Scoring (chapter 02), translating and judging (01), rerunning the pipeline errors (20), asking the
 template tests (30) and comparing translators (31) are pipeline steps: each computes its tables once
-and writes them here (scores themselves go to the run's score store, `run.store`), and the
+and writes them here (scores themselves go to the run's score store, `core.store`), and the
 chapter's `report(params)` only reads and formats them. A step removes its old `step.json`, writes
 its tables, and writes its new `step.json` (the params it was made with, and a few values) last,
 each file under a temporary name renamed into place, so a step killed half-way leaves no `step.json` and is simply run again (the model outputs it
@@ -21,8 +21,8 @@ from typing import Any
 
 import pandas as pd
 
-from biasaudit.run.paths import run_dir
-from biasaudit.run.store import write_atomically
+from biasaudit.core.paths import run_dir
+from biasaudit.core.store import write_atomically
 
 STEP_COMMANDS: dict[str, str] = {
     "score": "biasaudit.run.pipeline.run_scoring(params)",

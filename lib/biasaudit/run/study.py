@@ -2,7 +2,7 @@
 
 Chapters 10, 11, 12, 16 and 22 all read the same model × language cell tests; chapter 12 and 22
 read the same bootstraps. A `Study` computes each such table once per run, options and scores, and
-stores it under `runs/<run>/results/` (`biasaudit.run.store.ResultStore`): the second chapter that
+stores it under `runs/<run>/results/` (`biasaudit.core.store.ResultStore`): the second chapter that
 asks reads the stored table. The key includes a fingerprint of the scores, so rescoring a model
 or adding an item computes afresh.
 """
@@ -16,10 +16,10 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.analyses import verdict as verdict_analysis
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
-from biasaudit.run.paths import run_dir
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.paths import run_dir
+from biasaudit.core.store import ResultStore, table_fingerprint
 from biasaudit.run.pipeline import read_scores
-from biasaudit.run.store import ResultStore, table_fingerprint
 
 
 class Study:

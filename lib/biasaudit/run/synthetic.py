@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from biasaudit.core.paths import run_dir
+from biasaudit.core.store import ScoreStore
 from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS
 from biasaudit.run import pipeline
-from biasaudit.run.paths import run_dir
-from biasaudit.run.store import ScoreStore
 
 LOGPROB_COLUMNS: tuple[str, str, str] = ("logprob_stereotype", "logprob_anti_stereotype", "logprob_unrelated")
 

@@ -10,8 +10,9 @@ import time
 
 import pandas as pd
 
-from biasaudit.sweep.cases import CASES, run_sweep
-from biasaudit.sweep.harness import WORKERS, counts, write_sweep
+from biasaudit.core.sweep_record import counts, write_sweep
+from biasaudit.sweep.cases import CASES, SLOW_CASES, run_sweep
+from biasaudit.sweep.harness import WORKERS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     table = run_sweep(args.only)
-    path = write_sweep(table, time.perf_counter() - started)
+    path = write_sweep(table, time.perf_counter() - started, all_cases=len(CASES), slow_cases=SLOW_CASES)
     with pd.option_context("display.max_colwidth", 90, "display.width", 250):
         print(table[["case", "outcome", "lost", "said"]].to_string(index=False))
     c = counts(table)

@@ -34,6 +34,9 @@ import pandas as pd
 
 from biasaudit.analyses import ScoresError, item_scores
 from biasaudit.book.report import Report
+from biasaudit.core.options import StudyOptions
+from biasaudit.core.store import RunLockedError, StoreWarning
+from biasaudit.core.sweep_record import CLEAR, RECOVERED, RIGHT, SWEEP_COLUMNS, read_last_sweep, write_sweep
 from biasaudit.data.item_table import (
     ITEM_COLUMNS,
     ItemError,
@@ -41,19 +44,13 @@ from biasaudit.data.item_table import (
     select_items,
 )
 from biasaudit.lm.registry import load_model
-from biasaudit.run.options import StudyOptions
 from biasaudit.run.params import ParamsError, read_params
 from biasaudit.run.pipeline import prepare_items, read_scores, score_run
-from biasaudit.run.store import RunLockedError, StoreWarning
 from biasaudit.run.study import Study
 from biasaudit.run.synthetic import synthetic_scores
 from biasaudit.sweep import harness
 from biasaudit.sweep.harness import (
     CHUNK_ITEMS,
-    CLEAR,
-    RECOVERED,
-    RIGHT,
-    SWEEP_COLUMNS,
     TINY,
     CaseFailed,
     Outcome,
@@ -465,11 +462,11 @@ QUICK_CASES: tuple[str, ...] = tuple(name for name in CASES if name not in SLOW_
 def quick_sweep() -> Path | None:
     """Chapter 40's step: where this machine has no sweep of its own, run the quick cases (about 20 s) and
     keep their table beside it, so the appendix shows a real table; None where a full sweep is there."""
-    if harness.read_last_sweep() is not None:
+    if read_last_sweep() is not None:
         return None
     started = time.perf_counter()
     table = run_sweep(QUICK_CASES, progress=False)  # the page shows the table, not a log
-    return harness.write_sweep(table, time.perf_counter() - started, kind="quick")
+    return write_sweep(table, time.perf_counter() - started, kind="quick", all_cases=len(CASES), slow_cases=SLOW_CASES)
 
 
 def run_sweep(names: Iterable[str] | None = None, *, progress: bool = True) -> pd.DataFrame:

@@ -4,7 +4,6 @@ at points they announce, the network guard, and the table of the last sweep on d
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -19,21 +18,18 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
+from biasaudit.core.options import StudyOptions
+from biasaudit.core.paths import run_dir
+from biasaudit.core.store import ScoreStore, run_lock
 from biasaudit.data.item_table import (
     DEFAULT_BANK,
     read_items,
 )
 from biasaudit.lm.registry import load_model
-from biasaudit.run.options import StudyOptions
-from biasaudit.run.paths import run_dir
 from biasaudit.run.pipeline import prepare_items, score_run
-from biasaudit.run.store import ScoreStore, run_lock
 from biasaudit.run.study import Study
 from biasaudit.translate import judge
 
-RIGHT, CLEAR, RECOVERED = "right result", "clear error", "recovered"
-GOOD_OUTCOMES = (RIGHT, CLEAR, RECOVERED)
-SWEEP_COLUMNS = ["case", "group", "done", "said", "outcome", "lost"]
 SEED = 20261201
 TINY = "tiny-random"
 CHUNK_ITEMS = 4  # versions per stored chunk in the scoring cases: many chunks, so many places to kill
@@ -215,38 +211,6 @@ def network_guard(folder: Path) -> dict[str, str]:
     path = os.pathsep.join(p for p in (str(folder), os.environ.get("PYTHONPATH", "")) if p)
     return {"PYTHONPATH": path, "BIASAUDIT_NET_LOG": str(folder / "attempts.log"), "HF_HUB_OFFLINE": "",
             "TRANSFORMERS_OFFLINE": ""}
-
-
-def sweep_folder() -> Path:
-    return run_dir("sweep")
-
-
-def write_sweep(table: pd.DataFrame, seconds: float, folder: Path | None = None, *, kind: str = "sweep") -> Path:
-    """The sweep's table and facts: `kind` "sweep" for `make sweep`'s, "quick" for the quick subset a book
-    build runs when the machine has no sweep of its own (`cases.quick_sweep`)."""
-    folder = folder or sweep_folder()
-    table.to_csv(folder / f"{kind}.csv", index=False)
-    meta = {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), "seconds": round(seconds, 1), "cases": len(table),
-            "python": sys.version.split()[0]}
-    (folder / f"{kind}.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
-    return folder / f"{kind}.csv"
-
-
-def read_last_sweep(folder: Path | None = None, *, kind: str = "sweep") -> tuple[pd.DataFrame, dict] | None:
-    """The table and facts of the last sweep of this `kind` on this machine, or None."""
-    folder = folder or sweep_folder()
-    if not (folder / f"{kind}.csv").exists():
-        return None
-    table = pd.read_csv(folder / f"{kind}.csv", keep_default_na=False)
-    meta = json.loads((folder / f"{kind}.json").read_text(encoding="utf-8")) if (folder / f"{kind}.json").exists() else {}
-    return table, meta
-
-
-def counts(table: pd.DataFrame) -> dict[str, int]:
-    return {"cases": len(table), "clear_errors": int((table["outcome"] == CLEAR).sum()),
-            "recovered": int((table["outcome"] == RECOVERED).sum()),
-            "right_results": int((table["outcome"] == RIGHT).sum()),
-            "failed": int((~table["outcome"].isin(GOOD_OUTCOMES)).sum()), "lost": int(table["lost"].sum())}
 
 
 # --------------------------------------------------------------------------------------------

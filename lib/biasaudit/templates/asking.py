@@ -20,8 +20,8 @@ from typing import Literal
 
 import pandas as pd
 
+from biasaudit.core.keyvalue import KeyValueStore
 from biasaudit.lm.generate import GenerationError, Generator, ask
-from biasaudit.run.keyvalue import KeyValueStore
 from biasaudit.templates.library import instances, prompts
 from biasaudit.templates.oracles import Unprocessable, evaluate
 

@@ -12,12 +12,12 @@ from typing import Literal, Sequence
 
 import pandas as pd
 
+from biasaudit.core.paths import PROJECT_ROOT, run_dir
+from biasaudit.core.store import ScoreStore
 from biasaudit.run import pipeline
 from biasaudit.run.engine import RayOptions
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import PROJECT_ROOT, run_dir
 from biasaudit.run.steps import StepTables, write_step
-from biasaudit.run.store import ScoreStore
 from biasaudit.templates import translators as tx
 from biasaudit.templates.library import (
     LANGBITE_LANGUAGES,

@@ -35,9 +35,9 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from biasaudit.core.paths import PROJECT_ROOT, cache_dir
 from biasaudit.data.downloads import DownloadError, PinnedFile, fetch, verified
 from biasaudit.data.public import resolve_data_dir
-from biasaudit.run.paths import PROJECT_ROOT, cache_dir
 from biasaudit.templates.oracles import OPERATIONS, OracleError, parse_prediction
 
 TEMPLATE_COLUMNS: list[str] = ["template_id", "base_id", "concern", "input_type", "reflection_type", "task_prefix",

@@ -24,7 +24,7 @@ import pandas as pd
 from statsmodels.stats.proportion import proportion_confint
 
 from biasaudit.analyses import stats
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 from biasaudit.templates.oracles import OPERATIONS, matches, normalise
 
 PASSED = {"Passed": 1.0, "Failed": 0.0}

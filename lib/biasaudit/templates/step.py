@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from biasaudit.core.paths import run_dir
 from biasaudit.lm.generate import (
     GenerationSettings,
     Generator,
@@ -21,7 +22,6 @@ from biasaudit.lm.generate import (
 )
 from biasaudit.run.engine import RayOptions
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import run_dir
 from biasaudit.run.steps import StepTables, write_step
 from biasaudit.templates.asking import run_template_tests
 from biasaudit.templates.library import (

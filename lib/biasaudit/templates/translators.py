@@ -30,7 +30,7 @@ from statsmodels.stats.proportion import proportion_confint
 
 from biasaudit.analyses import stats
 from biasaudit.analyses.scores import item_scores
-from biasaudit.run.options import DEFAULT_OPTIONS, StudyOptions
+from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 from biasaudit.templates.library import PLACEHOLDER, markup
 from biasaudit.translate import validate_output
 from biasaudit.translate.judge import bleu_tokenizer, corpus_scores

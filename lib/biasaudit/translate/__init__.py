@@ -3,7 +3,6 @@
 Every translator answers `translate(texts, source, target)` with one translation per text, or
 None where it failed (a failed translation is never used). The package, by idea:
 
-- `languages`: language names, per-family codes, scripts;
 - `cache`: the on-disk text cache shared with `biasaudit.translate.judge` (raw outputs keyed by backend,
   model, settings, languages and text; cleaning runs on every read);
 - `cleaning`: turning a chat model's reply into one usable translation, or a failure;
@@ -47,13 +46,6 @@ from biasaudit.translate.cleaning import (
     unwrap,
     validate_output,
 )
-from biasaudit.translate.languages import (
-    LANGUAGE_NAMES,
-    NLLB_CODES,
-    SCRIPTS,
-    language_name,
-    script_share,
-)
 from biasaudit.translate.paraphrase import (
     Paraphraser,
     contrast_template,
@@ -77,11 +69,11 @@ from biasaudit.translate.versions import (
 
 __all__ = [
     "CachedTextMap", "ChatTranslator", "END_OF_REPLY", "FAILED_COLUMNS", "ItemResult",
-    "KeyValueStore", "LANGUAGE_NAMES", "NLLB_CODES", "Outcome", "PLACEHOLDER", "Paraphraser", "RoundTrip",
-    "SCRIPTS", "Seq2SeqTranslator", "TEXT_FIELDS", "TRANSLATE_SYSTEM", "TableTranslator", "Translator",
+    "KeyValueStore", "Outcome", "PLACEHOLDER", "Paraphraser", "RoundTrip",
+    "Seq2SeqTranslator", "TEXT_FIELDS", "TRANSLATE_SYSTEM", "TableTranslator", "Translator",
     "cache_key", "chat_model", "chat_replies", "clean_reply", "copied_words", "contrast_template", "default_cache_path", "detect_family", "fill_template",
-    "fit_fragment", "grammatical_number", "language_name", "make_translator", "paraphrase_items",
+    "fit_fragment", "grammatical_number", "make_translator", "paraphrase_items",
     "paraphrase_prompt", "paraphrase_then_translate", "parse_paraphrases", "prompt_version", "round_trip",
-    "script_share", "slug", "strip_end_markers", "translate_fields", "translate_items",
+    "slug", "strip_end_markers", "translate_fields", "translate_items",
     "translate_then_paraphrase", "translation_prompt", "unchanged_share", "unwrap", "validate_output",
 ]

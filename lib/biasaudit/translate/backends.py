@@ -14,12 +14,12 @@ from typing import Iterable, Sequence
 
 import pandas as pd
 
+from biasaudit.data.languages import ISO_639_3, NLLB_CODES, language_name
 from biasaudit.lm.generate import GenerationSettings, Generator, LocalGenerator
 from biasaudit.lm.registry import OFFLINE_MODELS, default_device, resolve_dtype
 from biasaudit.run.engine import RayOptions
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
 from biasaudit.translate.cleaning import END_OF_REPLY, clean_reply, validate_output
-from biasaudit.translate.languages import ISO_639_3, NLLB_CODES, language_name
 
 TEXT_FIELDS: tuple[str, ...] = ("context", "stereotyped", "anti_stereotyped", "third")
 

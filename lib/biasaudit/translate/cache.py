@@ -1,4 +1,4 @@
-"""Translators', paraphrasers' and judges' outputs, batched and cached (in `run.keyvalue`'s store).
+"""Translators', paraphrasers' and judges' outputs, batched and cached (in `core.keyvalue`'s store).
 
 Raw model outputs are stored keyed by backend, model, settings, languages and text, after every
 batch, so a rerun costs nothing and an interrupted run resumes. Cleaning runs again on every read,
@@ -16,7 +16,7 @@ from typing import Sequence
 import pandas as pd
 from tqdm.auto import tqdm
 
-from biasaudit.run.keyvalue import KeyValueStore, cache_file, cache_key
+from biasaudit.core.keyvalue import KeyValueStore, cache_file, cache_key
 
 
 def default_cache_path() -> Path:

@@ -10,8 +10,8 @@ import re
 from collections import Counter
 
 from biasaudit.data.item_table import NO_SPACE_LANGUAGES, normalise
+from biasaudit.data.languages import SCRIPT_OF, language_name, script_share
 from biasaudit.translate.cache import Outcome
-from biasaudit.translate.languages import SCRIPT_OF, language_name, script_share
 
 PLACEHOLDER = re.compile(r"\{[A-Z][A-Z0-9_]*\}")
 SENTENCE_END = ".!?。！？؟।…\"'”’»)"

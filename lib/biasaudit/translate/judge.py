@@ -28,15 +28,15 @@ import numpy as np
 import pandas as pd
 from sacrebleu.metrics import BLEU, CHRF
 
+from biasaudit.core.keyvalue import KeyValueStore, cache_file, cache_key
 from biasaudit.data.item_table import join_text
-from biasaudit.run.keyvalue import KeyValueStore, cache_file, cache_key
+from biasaudit.data.languages import language_name
 from biasaudit.translate import (
     CachedTextMap,
     Outcome,
     Translator,
     chat_model,
     chat_replies,
-    language_name,
     prompt_version,
     strip_end_markers,
     translate_fields,

@@ -10,6 +10,7 @@ from typing import Sequence
 import pandas as pd
 
 from biasaudit.data.item_table import ITEM_COLUMNS, NO_SPACE_LANGUAGES, normalise
+from biasaudit.data.languages import language_name
 from biasaudit.run.engine import RayOptions
 from biasaudit.translate.backends import Translator, chat_model, chat_replies, slug
 from biasaudit.translate.cache import CachedTextMap, Outcome, prompt_version
@@ -21,7 +22,6 @@ from biasaudit.translate.cleaning import (
     unwrap,
     validate_output,
 )
-from biasaudit.translate.languages import language_name
 from biasaudit.translate.versions import (
     FAILED_COLUMNS,
     ItemResult,

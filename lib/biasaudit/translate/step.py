@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from biasaudit.core.paths import project_path, run_dir
+from biasaudit.core.store import write_atomically
 from biasaudit.data.item_table import read_items
 from biasaudit.run.engine import RayOptions
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import project_path, run_dir
 from biasaudit.run.steps import StepTables, write_step
-from biasaudit.run.store import write_atomically
 from biasaudit.translate import judge
 from biasaudit.translate.backends import make_translator
 from biasaudit.translate.versions import round_trip, translate_items

@@ -7,9 +7,9 @@ import pandas as pd
 from biasaudit import analyses
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle
+from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
-from biasaudit.translate.languages import language_label
 
 TEXTS_STYLE = TableStyle(columns={"item_id": "item", "language": "language", "variant": "variant", "via": "made by",
                                   "context": "context", "stereotyped": "stereotyped",

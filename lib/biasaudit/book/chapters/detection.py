@@ -6,13 +6,13 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.book import charts
-from biasaudit.book.chapters.faithful import read_similarity
 from biasaudit.book.prose import extremes
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data import released
+from biasaudit.data.languages import language_label
+from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
-from biasaudit.translate.languages import language_label
 
 POWER_STYLE = TableStyle(columns={
     "delta": "injected shift δ", "n_cells": "cells", "n_runs": "runs", "detected": "detected",
@@ -126,7 +126,7 @@ def report(params: RunParams) -> Report:
         study.scores, study.options, deltas=list(params.deltas), n_runs=params.n_runs),
         list(params.deltas), params.n_runs)
     cells = study.cells()
-    verdict_cells = study.verdict_cells(read_similarity(params), params.faithful_threshold, params.n_runs)
+    verdict_cells = study.verdict_cells(pipeline.read_similarity(params), params.faithful_threshold, params.n_runs)
     observed = (float(cells["drop"].abs().min()), float(cells["drop"].abs().max()))
     null = power.loc[power["delta"] == 0.0]
     caught = power.loc[power["detected"] >= 0.8, "delta"]

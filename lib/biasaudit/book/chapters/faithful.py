@@ -10,10 +10,10 @@ from biasaudit.analyses import verdict
 from biasaudit.book import charts
 from biasaudit.book.prose import language_names
 from biasaudit.book.report import Report, TableStyle, note, spoken_list, with_interval
+from biasaudit.data.languages import language_label
+from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import run_dir
 from biasaudit.run.study import Study
-from biasaudit.translate.languages import language_label
 
 # Each drop with its 95% interval in one cell ("value [low, high]"), so the table fits the page.
 FAITHFUL_STYLE = TableStyle(columns={
@@ -24,11 +24,6 @@ TESTS_STYLE = TableStyle(columns={
     "subset": "subset", "language": "language", "n_items": "items", "translation_drop": "translation drop",
     "rewording_drop": "rewording drop", "shown_excess": "excess drop [95%]", "p": "p", "q": "q",
     "reliable": "reliable", "verdict": "verdict (chapter 22)"}, decimals=4, formats={"language": language_label})
-
-
-def read_similarity(params: RunParams) -> pd.DataFrame | None:
-    path = run_dir(params.run_name) / params.similarity_file
-    return pd.read_parquet(path) if path.exists() else None
 
 
 def judged_text(params: RunParams, scores: pd.DataFrame, similarity: pd.DataFrame | None) -> str:
@@ -112,7 +107,7 @@ def faithful_long(faithful: pd.DataFrame) -> pd.DataFrame:
 
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
-    similarity = read_similarity(params)
+    similarity = pipeline.read_similarity(params)
     options = study.options
     if similarity is not None:
         faithful = analyses.faithful_only(study.scores, similarity, options, threshold=params.faithful_threshold)

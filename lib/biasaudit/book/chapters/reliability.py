@@ -7,8 +7,8 @@ import pandas as pd
 
 from biasaudit.book.prose import count_noun, spoken_list
 from biasaudit.book.report import Report, TableStyle
+from biasaudit.core.sweep_record import GOOD_OUTCOMES, SWEEP_COLUMNS, counts, read_last_sweep
 from biasaudit.run.params import RunParams
-from biasaudit.sweep import cases, harness
 
 SWEEP_STYLE = TableStyle(columns={"group": "group", "case": "case", "done": "what was done",
                                   "said": "what the program said", "outcome": "outcome", "lost": "rows lost"},
@@ -21,15 +21,17 @@ NO_SWEEP = ("No fault sweep has run on this machine, and this build ran no quick
 
 
 def sweep_text(table: pd.DataFrame, meta: dict, *, quick: bool) -> str:
-    """Which sweep the table is (the machine's last full sweep, or the quick subset this build ran), and its counts."""
-    c = harness.counts(table)
+    """Which sweep the table is (the machine's last full sweep, or the quick subset this build ran, whose facts
+    say how many cases the full one has and which slow ones it left out), and its counts."""
+    c = counts(table)
     failed = ("" if c["failed"] == 0 else
               f" {c['failed']} case(s) FAILED: the program accepted bad input, gave a wrong result or stopped "
               "without saying why; see the rows marked FAILED.")
     when = f"finished {meta.get('finished', 'at an unrecorded time')} after {meta.get('seconds', '?')} s"
-    slow = spoken_list([f'"{name}"' for name in cases.SLOW_CASES])  # case names hold colons and "and"
+    left_out = meta.get("slow_cases", [])
+    slow = spoken_list([f'"{name}"' for name in left_out])  # case names hold colons and "and"
     head = (f"This machine has run no full sweep, so this build ran the quick one ({when}): {c['cases']} of the "
-            f"{len(cases.CASES)} cases. The {len(cases.SLOW_CASES)} slow ones ({slow}) run "
+            f"{meta.get('all_cases', '?')} cases. The {len(left_out)} slow ones ({slow}) run "
             "with \"make sweep\" (about three minutes), whose table this page then shows instead."
             if quick else f"The last sweep on this machine {when}: {c['cases']} cases.")
     return (f"{head} {c['clear_errors']} clear errors, {c['recovered']} recovered faults and {c['right_results']} "
@@ -41,8 +43,8 @@ def summary_text(table: pd.DataFrame | None, *, quick: bool = False) -> str:
     if table is None or table.empty:
         return ("This build shows no fault sweep, so it makes no claim about bad input or interrupted runs; "
                 "\"make sweep\" runs one and the next build shows its table.")
-    c = harness.counts(table)
-    good = dict(zip(table["case"], table["outcome"].isin(harness.GOOD_OUTCOMES)))
+    c = counts(table)
+    good = dict(zip(table["case"], table["outcome"].isin(GOOD_OUTCOMES)))
     which = "this build's quick sweep" if quick else "the last sweep"
     parts = [f"Of {which}'s {count_noun(c['cases'], 'case')}, {c['clear_errors']} bad inputs ended in an error "
              f"naming the file and row or the params key, {c['recovered']} faults were recovered with the table an "
@@ -60,13 +62,13 @@ def summary_text(table: pd.DataFrame | None, *, quick: bool = False) -> str:
 def report(params: RunParams) -> Report:
     del params  # the appendix shows the machine's last sweep, whatever the run
     out = Report()
-    last, quick = harness.read_last_sweep(), False
+    last, quick = read_last_sweep(), False
     if last is None:
-        last, quick = harness.read_last_sweep(kind="quick"), True
+        last, quick = read_last_sweep(kind="quick"), True
     if last is None:
-        out.add_table("sweep", pd.DataFrame(columns=harness.SWEEP_COLUMNS), SWEEP_STYLE)
+        out.add_table("sweep", pd.DataFrame(columns=SWEEP_COLUMNS), SWEEP_STYLE)
         out.add_table("counts", pd.DataFrame(columns=["outcome", "cases"]), COUNTS_STYLE)
-        out.values.update({"sweep_text": NO_SWEEP, "n_cases": len(cases.CASES), "summary_text": summary_text(None)})
+        out.values.update({"sweep_text": NO_SWEEP, "n_cases": 0, "summary_text": summary_text(None)})
         return out
     table, meta = last
     out.add_table("sweep", table, SWEEP_STYLE)

@@ -9,9 +9,9 @@ import pandas as pd
 from biasaudit import analyses
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle
+from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
-from biasaudit.translate.languages import language_label
 
 TABLE_STYLE = TableStyle(columns={
     "language": "language", "n_items": "items", "n_models": "models", "soft_mean": "soft (mean)",

@@ -9,11 +9,11 @@ from IPython.display import Markdown
 from biasaudit.analyses.floor import model_floors
 from biasaudit.book import charts
 from biasaudit.book.report import Report, TableStyle, note, spoken_list
+from biasaudit.core.paths import project_path
+from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
-from biasaudit.run.paths import project_path
 from biasaudit.run.steps import read_step
 from biasaudit.templates import pass_rates as tt
-from biasaudit.translate.languages import language_label
 
 RATES_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "passed": "passed", "failed": "failed", "errors": "unprocessable",

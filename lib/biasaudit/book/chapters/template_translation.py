@@ -26,12 +26,12 @@ from biasaudit.book.prose import (
     value_range,
 )
 from biasaudit.book.report import Report, TableStyle
+from biasaudit.data.languages import language_label
 from biasaudit.lm.registry import OFFLINE_MODELS
 from biasaudit.run.params import RunParams
 from biasaudit.run.steps import read_step
 from biasaudit.templates import translators as tx
 from biasaudit.templates.comparison import ReferenceChoice, Source, references
-from biasaudit.translate.languages import language_label
 
 RATES_STYLE = TableStyle(columns={
     "via": "translator", "language": "language", "tried": "templates tried", "translated": "translated",

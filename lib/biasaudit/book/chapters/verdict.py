@@ -8,13 +8,13 @@ import pandas as pd
 from biasaudit.analyses import verdict as v
 from biasaudit.analyses.floor import model_floors
 from biasaudit.book import charts
-from biasaudit.book.chapters.faithful import read_similarity
 from biasaudit.book.prose import count_noun
 from biasaudit.book.report import Report, TableStyle, interval_column, spoken_list, with_interval
+from biasaudit.data.languages import language_label
 from biasaudit.data.release_files import RELEASED_MODELS
+from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
-from biasaudit.translate.languages import language_label
 
 # The evidence per model that explains a verdict (faithful-only drop, carry-over) is in the cells' table.
 LANGUAGE_STYLE = TableStyle(columns={
@@ -113,7 +113,7 @@ def summary_text(languages: pd.DataFrame) -> str:
 
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
-    similarity = read_similarity(params)
+    similarity = pipeline.read_similarity(params)
     cells = study.verdict_cells(similarity, params.faithful_threshold, params.n_runs)
     languages = study.language_verdicts().merge(v.language_evidence(cells, study.scores, study.options),
                                                 on="language", how="left")

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from biasaudit.run.paths import cache_dir
+from biasaudit.core.paths import cache_dir
 
 CACHE_FILES: dict[str, str] = {"translations": "translations.sqlite", "replies": "replies.sqlite",
                                "embeddings": "embeddings.sqlite"}

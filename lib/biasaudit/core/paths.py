@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-PROJECT_ROOT: Path = Path(__file__).resolve().parents[3]  # lib/biasaudit/run/paths.py
+PROJECT_ROOT: Path = Path(__file__).resolve().parents[3]  # lib/biasaudit/core/paths.py
 
 
 def project_path(path: str | Path) -> Path:

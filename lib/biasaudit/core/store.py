@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 
-from biasaudit.data.item_table import ITEM_COLUMNS, OPTIONS
+from biasaudit.core.columns import ITEM_COLUMNS, OPTIONS
 
 SCORE_KEY: list[str] = ["model", "scorer_boundary", "item_id"]
 # A column of the stored parts only, not of the scores table: the precision a row was scored in
