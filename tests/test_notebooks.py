@@ -4,6 +4,7 @@ error. Independent of test order and of any earlier `make book`."""
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import os
@@ -234,26 +235,25 @@ _EXERCISE = re.compile(r"^:::\{exercise\} (\d+)\n:label: ex-(\d\d)-\1\n:nonumber
 _SOLUTION = re.compile(r"^:::\{solution\} ex-(\d\d)-(\d+)\n(:class: dropdown\n)?\n(.*?)^:::$", re.M | re.S)
 
 
+def _notebook_markdown() -> list[tuple[str, str]]:
+    """(notebook, text) of every markdown cell of the notebooks, in order."""
+    return [(path.stem, "".join(cell["source"])) for path in sorted((ROOT / "notebooks").glob("*.ipynb"))
+            for cell in json.loads(path.read_text(encoding="utf-8"))["cells"] if cell["cell_type"] == "markdown"]
+
+
 def _exercise_items() -> list[tuple[str, str, str]]:
     """(notebook, exercise number, text) for every exercise of every notebook's Exercises, in order."""
-    found = []
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
-            found += [(path.stem, number, item) for number, chapter, item in _EXERCISE.findall(text)
-                      if path.stem.startswith(chapter)]
-    return found
+    return [(notebook, number, item) for notebook, text in _notebook_markdown()
+            for number, chapter, item in _EXERCISE.findall(text) if notebook.startswith(chapter)]
 
 
 def _solutions() -> dict[tuple[str, str], tuple[bool, str]]:
     """(notebook, exercise number) -> (hidden until opened, text) of every solution."""
     found = {}
-    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            text = "".join(cell["source"]) if cell["cell_type"] == "markdown" else ""
-            for chapter, number, dropdown, item in _SOLUTION.findall(text):
-                assert path.stem.startswith(chapter), f"{path.name}: a solution labelled for chapter {chapter}"
-                found[(path.stem, number)] = (bool(dropdown), item)
+    for notebook, text in _notebook_markdown():
+        for chapter, number, dropdown, item in _SOLUTION.findall(text):
+            assert notebook.startswith(chapter), f"{notebook}: a solution labelled for chapter {chapter}"
+            found[(notebook, number)] = (bool(dropdown), item)
     return found
 
 
@@ -275,7 +275,6 @@ def _glued(path: Path) -> dict[str, str]:
 def _same_value(a: str | None, b: str | None) -> bool:
     """Two glued values alike: numbers to float precision (a rerun's sums may differ in the last bits),
     anything else as written."""
-    import ast
     try:
         x, y = ast.literal_eval(a), ast.literal_eval(b)
     except (ValueError, SyntaxError):
@@ -597,9 +596,7 @@ def test_the_computing_chapters_only_read_their_steps_tables(ci_book, notebook, 
     # Chapter 20 shows the scorer error's token boundaries with the tokenizer (transformers imports torch);
     # the others need no model library at all.
     assert not found["torch"] or chapter == "label_errors"
-    cells = nbformat.read(book / "book" / "analyses" / f"{notebook}.ipynb", as_version=4).cells
-    glued = {o["metadata"]["scrapbook"]["name"]: o["data"].get("application/papermill.record/text/plain")
-             for c in cells if c.cell_type == "code" for o in c.get("outputs", []) if "scrapbook" in o.get("metadata", {})}
+    glued = _glued(book / "book" / "analyses" / f"{notebook}.ipynb")
     texts = {k: v for k, v in found["values"].items() if glued.get(k) is not None}
     assert texts and [k for k, v in texts.items() if glued[k] not in (v, repr(v))] == []
 
