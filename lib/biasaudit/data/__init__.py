@@ -1,1 +1,2 @@
-"""Real and project data: the item table and its checks, StereoSet, BBQ, the paper's released scores, downloads."""
+"""Real and project data: the item table and its checks, language names, codes and scripts, StereoSet, BBQ, the
+paper's released scores, downloads."""
