@@ -148,6 +148,23 @@ def test_the_scoring_sentence_does_not_pass_a_warm_rerun_off_as_speed():
                        "earlier run of this run name.")
 
 
+def test_the_precision_sentence_names_each_models_precision_and_never_hides_a_mix():
+    def rows(*values):
+        return pd.DataFrame(values, columns=["model", "precision", "versions"])
+
+    plain = score.precision_sentence(rows(("smollm2-135m", "float32", 832), ("gemma3-270m", "float32", 832)), "auto",
+                                     native_bf16=True)
+    assert plain.startswith("This run's stored scores were computed gemma3-270m in float32; smollm2-135m in float32. ")
+    assert "computes bf16 natively" in plain and "`scoring_dtype` is `auto`, which scores in fp32 on a CPU" in plain
+    assert "mix" not in plain
+    mixed = score.precision_sentence(rows(("a", "bfloat16", 100), ("a", "float32", 732), ("b", "not recorded", 5)),
+                                     "bfloat16", native_bf16=False)
+    assert mixed.startswith("This run's stored scores were computed a in bfloat16 (100 versions), float32 (732 "
+                            "versions); b in a precision not recorded (stored before it was).")
+    assert "The scores of a mix precisions" in mixed and "has no native bf16" in mixed and "named by this run" in mixed
+    assert score.precision_sentence(rows(), "auto", native_bf16=False).startswith("No scores are stored")
+
+
 def test_the_reliability_summary_claims_only_what_the_sweep_shows():
     assert "makes no claim" in reliability.summary_text(None) and "recovered" not in reliability.summary_text(None)
     table = pd.DataFrame({"case": ["params: unknown key", "runs: killed and resumed", "runs: no network",

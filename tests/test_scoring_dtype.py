@@ -126,3 +126,23 @@ def test_bf16_on_a_cpu_without_it_warns(fp32_and_bf16, small_items, monkeypatch)
     monkeypatch.setattr(scoring, "cpu_has_native_bf16", lambda: False)
     with pytest.warns(RuntimeWarning, match="emulated"):
         scoring.score(small_items.head(1), (bf16, tokenizer), model_name="tiny", progress=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_log_softmax_taken_a_slice_of_rows_at_a_time_is_the_whole_rows_one(dtype, monkeypatch):
+    """`target_logprobs` converts a few rows at a time to fp32 (slices that do not divide the rows
+    evenly here): each row's value is its own log-softmax, computed in float64 from the same logits,
+    and equals the former one-piece computation exactly."""
+    generator = torch.Generator().manual_seed(5)
+    logits = (torch.randn(23, 1000, generator=generator) * 4).to(dtype)
+    tokens = torch.randint(0, 1000, (23,), generator=generator)
+    expected = torch.log_softmax(logits.double(), -1)[torch.arange(23), tokens]
+    monkeypatch.setattr(scoring, "LOG_SOFTMAX_ELEMENTS", 5 * 1000 + 7)  # slices of 5 rows: 5, 5, 5, 5, 3
+    sliced = scoring.target_logprobs(logits, tokens)
+    assert sliced.dtype == torch.float64 and sliced.shape == (23,)
+    torch.testing.assert_close(sliced, expected, atol=5e-6, rtol=0)
+    # and bit for bit what the whole batch converted at once gives (so stored scores stay comparable)
+    whole = logits.float()
+    assert torch.equal(sliced, (whole.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(whole, -1)).double())
+    monkeypatch.setattr(scoring, "LOG_SOFTMAX_ELEMENTS", 1)  # one row at a time
+    torch.testing.assert_close(scoring.target_logprobs(logits, tokens), expected, atol=5e-6, rtol=0)

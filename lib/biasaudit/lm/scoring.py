@@ -97,11 +97,31 @@ def _score_batch(network: PreTrainedModel, batch: list[Sequence], device: str) -
             input_ids=input_ids.to(device), attention_mask=mask.to(device), position_ids=position_ids.to(device),
             use_cache=False, **kwargs,  # no key-value cache to fill: nothing is generated after this pass
         ).logits
-    # padding positions are never picked; the log-softmax is taken in fp32 whatever the model's precision
-    picked = (logits[0] if gathered else logits[rows.to(logits.device), cols.to(logits.device)]).float()
+    # padding positions are never picked
+    picked = logits[0] if gathered else logits[rows.to(logits.device), cols.to(logits.device)]
     tokens = torch.tensor([t[4] for t in targets], device=picked.device)
-    logprobs = (picked.gather(1, tokens[:, None]).squeeze(1) - torch.logsumexp(picked, dim=-1)).double()
+    logprobs = target_logprobs(picked, tokens)
     return [(t[1], t[2], lp) for t, lp in zip(targets, logprobs.cpu().tolist())]
+
+
+# How many logits the log-softmax converts to fp32 at a time: a few MB, which the allocator reuses
+# from one slice to the next. Converting a whole batch at once (tens to hundreds of MB with a large
+# vocabulary) takes fresh memory pages every batch; on a CPU that cost a fifth of bf16 scoring time
+# (benchmarks/README.md, "bf16 on a CPU").
+LOG_SOFTMAX_ELEMENTS = 2**19
+
+
+def target_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(tokens[i]) under logits[i] ([targets, vocab], any precision), the log-softmax taken in fp32
+    whatever the model's precision, a slice of rows at a time; float64 out."""
+    rows = max(1, LOG_SOFTMAX_ELEMENTS // logits.shape[-1])
+    parts = []
+    for part, ids in zip(logits.split(rows), tokens.split(rows)):
+        part = part.float()
+        # gather − logsumexp rather than torch.log_softmax: on a CPU its fp32 kernel strays up to 2e-5
+        # from a float64 log-softmax over a 262k vocabulary, logsumexp 3e-6
+        parts.append(part.gather(1, ids[:, None]).squeeze(1) - torch.logsumexp(part, dim=-1))
+    return torch.cat(parts).double()
 
 
 # The output layer reads only the hidden states of target positions (see _output_layer_reads).

@@ -227,6 +227,21 @@ def read_scores(run_name: str, *, models: list[str] | None = None, scorer_bounda
     return scores.iloc[order].reset_index(drop=True)
 
 
+def read_precisions(run_name: str, models: list[str]) -> pd.DataFrame:
+    """How many of the run's current item versions each model's stored scores hold in each precision
+    (model, precision, versions; precision "not recorded" for rows stored before it was), so that a
+    page can say what the scores were computed in and never mix precisions silently."""
+    folder = run_dir(run_name)
+    scores = ScoreStore(folder).read(scorer_boundary=False)
+    if scores.empty:
+        return pd.DataFrame(columns=["model", "precision", "versions"])
+    items = pd.read_parquet(folder / "items.parquet", columns=["item_id"])
+    scores = scores.loc[scores["item_id"].isin(items["item_id"]) & scores["model"].isin(models)]
+    stored_in = scores[DTYPE_COLUMN] if DTYPE_COLUMN in scores else pd.Series(None, index=scores.index, dtype=object)
+    counts = scores.assign(precision=stored_in.fillna("not recorded")).groupby(["model", "precision"]).size()
+    return counts.rename("versions").reset_index()
+
+
 def rerun_with_errors(
     run_name: str,
     items: pd.DataFrame,

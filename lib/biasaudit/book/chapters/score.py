@@ -6,7 +6,7 @@ import pandas as pd
 
 from biasaudit.analyses import score_summary
 from biasaudit.book.report import Report, TableStyle
-from biasaudit.lm.registry import OFFLINE_MODELS
+from biasaudit.lm.registry import OFFLINE_MODELS, cpu_has_native_bf16
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.steps import read_step
@@ -30,6 +30,7 @@ def report(params: RunParams) -> Report:
         out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
                                       "model(s): nothing was scored here, so there are no timings.")
         out.values["engine_text"] = "No engine scored this run: its scores are the paper's, as released."
+        out.values["precision_text"] = "The released scores do not say which precision they were computed in."
         models = sorted(scores["model"].unique())
         timings = timings.assign(per_version_ms=pd.Series(dtype=float))
     else:
@@ -38,6 +39,8 @@ def report(params: RunParams) -> Report:
         scores = scores.loc[scores["item_id"].isin(items["item_id"])]
         out.values["scoring_text"] = scoring_sentence(timings)
         out.values["engine_text"] = engine_sentence(params, timings)
+        out.values["precision_text"] = precision_sentence(pipeline.read_precisions(params.run_name, models),
+                                                          params.scoring_dtype, cpu_has_native_bf16())
         # a speed per version only means something over versions this run actually scored
         timings["per_version_ms"] = (1000 * timings["seconds"] / timings["scored_now"]).where(timings["scored_now"] > 0)
     out.add_table("timings", timings, TableStyle(columns={"model": "model", "scored_now": "versions scored now",
@@ -69,6 +72,30 @@ def scoring_sentence(timings: pd.DataFrame) -> str:
     if read:
         text += f"; {read:,} more were read back from an earlier run of this run name"
     return text + "."
+
+
+def precision_sentence(precisions: pd.DataFrame, scoring_dtype: str, native_bf16: bool) -> str:
+    """The precision the run's stored scores were computed in, per model (`pipeline.read_precisions`),
+    and the reason for the default: fp32 on a CPU even where bf16 is native and faster, since bf16 can
+    tip a cell that sits at the threshold (benchmarks/README.md, "bf16 on a CPU")."""
+    if precisions.empty:
+        return "No scores are stored for this run's models, so there is no precision to report."
+    named = precisions.assign(precision=precisions["precision"].replace(
+        "not recorded", "a precision not recorded (stored before it was)"))
+    parts = []
+    for model, rows in named.groupby("model", sort=True):
+        kinds = ", ".join(f"{r.precision} ({r.versions:,} versions)" for r in rows.sort_values("precision").itertuples())
+        parts.append(f"{model} in {kinds}" if len(rows) > 1 else f"{model} in {rows['precision'].iloc[0]}")
+    mixed = [m for m, rows in precisions.groupby("model") if len(rows) > 1]
+    text = "This run's stored scores were computed " + "; ".join(parts) + "."
+    if mixed:
+        text += (f" The scores of {', '.join(sorted(mixed))} mix precisions: rows scored in different runs of "
+                 "this run name with different `scoring_dtype` values. Name one precision (`scoring_dtype: "
+                 "float32`) to score the others again in it.")
+    cpu = ("This machine's CPU computes bf16 natively, where `scoring_dtype: bfloat16` scores about twice as fast"
+           if native_bf16 else "This machine's CPU has no native bf16, where bf16 would be emulated and slower")
+    default = "which scores in fp32 on a CPU (bf16 on a GPU)" if scoring_dtype == "auto" else "named by this run"
+    return text + f" {cpu}; `scoring_dtype` is `{scoring_dtype}`, {default}."
 
 
 ENGINES = {
