@@ -155,7 +155,7 @@ def test_the_precision_sentence_names_each_models_precision_and_never_hides_a_mi
     plain = score.precision_sentence(rows(("smollm2-135m", "float32", 832), ("gemma3-270m", "float32", 832)), "auto",
                                      native_bf16=True)
     assert plain.startswith("This run's stored scores were computed gemma3-270m in float32; smollm2-135m in float32. ")
-    assert "computes bf16 natively" in plain and "`scoring_dtype` is `auto`, which scores in fp32 on a CPU" in plain
+    assert "computes bf16 natively" in plain and "scoring_dtype is auto, which scores in fp32 on a CPU" in plain
     assert "mix" not in plain
     mixed = score.precision_sentence(rows(("a", "bfloat16", 100), ("a", "float32", 732), ("b", "not recorded", 5)),
                                      "bfloat16", native_bf16=False)
@@ -163,6 +163,7 @@ def test_the_precision_sentence_names_each_models_precision_and_never_hides_a_mi
                             "versions); b in a precision not recorded (stored before it was).")
     assert "The scores of a mix precisions" in mixed and "has no native bf16" in mixed and "named by this run" in mixed
     assert score.precision_sentence(rows(), "auto", native_bf16=False).startswith("No scores are stored")
+    assert not any(mark in text for text in (plain, mixed) for mark in "`*"), "glued as plain text: no Markdown"
 
 
 def test_the_reliability_summary_claims_only_what_the_sweep_shows():

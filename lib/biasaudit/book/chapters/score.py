@@ -90,12 +90,12 @@ def precision_sentence(precisions: pd.DataFrame, scoring_dtype: str, native_bf16
     text = "This run's stored scores were computed " + "; ".join(parts) + "."
     if mixed:
         text += (f" The scores of {', '.join(sorted(mixed))} mix precisions: rows scored in different runs of "
-                 "this run name with different `scoring_dtype` values. Name one precision (`scoring_dtype: "
-                 "float32`) to score the others again in it.")
-    cpu = ("This machine's CPU computes bf16 natively, where `scoring_dtype: bfloat16` scores about twice as fast"
+                 "this run name with different scoring_dtype values. Name one precision (scoring_dtype: "
+                 "float32) to score the others again in it.")
+    cpu = ("This machine's CPU computes bf16 natively, where scoring_dtype: bfloat16 scores about twice as fast"
            if native_bf16 else "This machine's CPU has no native bf16, where bf16 would be emulated and slower")
     default = "which scores in fp32 on a CPU (bf16 on a GPU)" if scoring_dtype == "auto" else "named by this run"
-    return text + f" {cpu}; `scoring_dtype` is `{scoring_dtype}`, {default}."
+    return text + f" {cpu}; this run's scoring_dtype is {scoring_dtype}, {default}."
 
 
 ENGINES = {
