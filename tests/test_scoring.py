@@ -196,6 +196,41 @@ def test_auto_batch_size_fits_a_token_budget_on_cpu(tiny_lm, small_items):
     assert auto.attrs["batch_size"] == scoring.auto_batch_size(sequences, "cpu")
 
 
+def _all_cuts(n: int, batch_size: int):
+    """Every way to cut n sequences into consecutive batches of at most batch_size (brute force)."""
+    if n == 0:
+        yield []
+        return
+    for first in range(1, min(batch_size, n) + 1):
+        for rest in _all_cuts(n - first, batch_size):
+            yield [first, *rest]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_length_batches_are_the_cheapest_cut_found_by_trying_every_cut(seed):
+    rng = np.random.default_rng(seed)
+    lengths = sorted(rng.integers(5, 200, size=int(rng.integers(1, 11))).tolist(), reverse=True)
+    batch_size, call_cost = int(rng.integers(1, 5)), int(rng.integers(0, 120))
+
+    def cost(sizes):
+        starts = np.cumsum([0, *sizes[:-1]])
+        return sum(size * lengths[start] + call_cost for start, size in zip(starts, sizes))
+
+    sizes = scoring.length_batches(lengths, batch_size, call_cost)
+    assert sum(sizes) == len(lengths) and max(sizes) <= batch_size
+    assert cost(sizes) == min(cost(cut) for cut in _all_cuts(len(lengths), batch_size))
+
+
+def test_length_batches_by_hand():
+    # 100,100,10,10 at most 4 a batch: one batch forwards 400 slots + 50; two (100,100 | 10,10)
+    # forward 220 + 100. With a call costing 200, one batch (450) beats two (620).
+    assert scoring.length_batches([100, 100, 10, 10], 4, call_cost=50) == [2, 2]
+    assert scoring.length_batches([100, 100, 10, 10], 4, call_cost=200) == [4]
+    assert scoring.length_batches([7, 7, 7, 7, 7], 2, call_cost=1) in ([2, 2, 1], [2, 1, 2], [1, 2, 2])
+    with pytest.raises(ValueError, match="longest first"):
+        scoring.length_batches([3, 9], 2)
+
+
 def test_out_of_memory_halves_the_batch_and_keeps_the_scores(tiny_lm, small_items, monkeypatch):
     model, tokenizer = tiny_lm
     many = pd.concat([small_items.assign(item_id=small_items["item_id"] + f"-{k}") for k in range(4)])
@@ -209,10 +244,17 @@ def test_out_of_memory_halves_the_batch_and_keeps_the_scores(tiny_lm, small_item
         return forward(*args, **kwargs)
 
     monkeypatch.setattr(model, "forward", limited)
-    with pytest.warns(ResourceWarning, match="retrying at batch size 8") as caught:
+    monkeypatch.setattr(scoring, "CALL_COST_TOKENS", 10**9)  # as few batches as can be: the first is > 5
+    with pytest.warns(ResourceWarning, match="retrying at batch size") as caught:
         scores = scoring.score(many, (model, tokenizer), model_name="tiny", batch_size=16, progress=False)
-    assert [str(w.message) for w in caught][-1].endswith("batch size 4") and scores.attrs["batch_size"] == 4
-    assert calls[:3] == [16, 8, 4] and max(calls[3:]) <= 4
+    # the batch that failed is halved until it fits, and later batches keep to that size
+    halvings = [calls[0]]
+    while halvings[-1] > 5:
+        halvings.append(halvings[-1] // 2)
+    assert calls[0] > 5 and calls[: len(halvings)] == halvings and max(calls[len(halvings):]) <= halvings[-1]
+    assert [str(w.message) for w in caught] == [f"out of memory on cpu: retrying at batch size {size}"
+                                                for size in halvings[1:]]
+    assert scores.attrs["batch_size"] == halvings[-1]
     np.testing.assert_allclose(scores["lp_sum_stereotyped"], baseline["lp_sum_stereotyped"], atol=1e-5, rtol=0)
     monkeypatch.setattr(model, "forward", lambda *a, **k: (_ for _ in ()).throw(torch.cuda.OutOfMemoryError("x")))
     with pytest.raises(torch.cuda.OutOfMemoryError), pytest.warns(ResourceWarning):

@@ -167,6 +167,39 @@ def auto_batch_size(sequences: list[Sequence], device: str) -> int:
     return int(np.clip(AUTO_CPU_TOKENS // max(longest, 1), 1, AUTO_MAX_BATCH))
 
 
+# What one forward call costs beyond its tokens, in token slots: the per-call work (mask, rotary
+# tables, layer dispatch) that makes many tiny batches slower than a few padded ones. Measured on
+# a 2-core CPU with SmolLM2 and Gemma-3-270M (benchmarks/README.md, "Batches cut to pad least").
+CALL_COST_TOKENS = 48
+
+
+def length_batches(lengths: list[int], batch_size: int, call_cost: int | None = None) -> list[int]:
+    """Sizes of consecutive batches over `lengths` (longest first) that forward the fewest token
+    slots, padding included, plus `call_cost` per batch; none larger than `batch_size`.
+
+    Cutting every `batch_size` sequences pads each batch to its first sequence's length; where
+    lengths fall steeply (a small run, or the long tail of a bank) a fifth of the tokens forwarded
+    were padding. An exact dynamic programme over the cut points, O(n x batch_size)."""
+    call_cost = CALL_COST_TOKENS if call_cost is None else call_cost
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if np.any(lengths[1:] > lengths[:-1]):
+        raise ValueError("length_batches needs the lengths longest first")
+    n = len(lengths)
+    best = np.zeros(n + 1)
+    cut = np.zeros(n + 1, dtype=np.int64)
+    for end in range(1, n + 1):
+        starts = np.arange(max(0, end - batch_size), end)
+        costs = best[starts] + (end - starts) * lengths[starts] + call_cost
+        k = int(np.argmin(costs))
+        best[end], cut[end] = costs[k], starts[k]
+    sizes = []
+    end = n
+    while end > 0:
+        sizes.append(end - int(cut[end]))
+        end = int(cut[end])
+    return sizes[::-1]
+
+
 def _free_memory(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.empty_cache()
@@ -181,7 +214,7 @@ def _score_sequences(
     progress: tqdm | None = None,
 ) -> tuple[dict[tuple[int, str], tuple[float, int]], int]:
     """Summed log-prob and token count per (row, option), and the batch size that worked; batches
-    are formed by length.
+    are formed by length and cut where they pad least (`length_batches`).
 
     On CUDA out-of-memory the batch is halved and retried (down to one sequence): a long run is
     never lost to one batch too large. An option with no scored token (only under the boundary
@@ -191,19 +224,23 @@ def _score_sequences(
         (row, option): (0.0, 0) for s in sequences for row, option, _, _ in s.targets
     }
     order = sorted(range(len(sequences)), key=lambda i: len(sequences[i].ids), reverse=True)
+    lengths = [len(sequences[i].ids) for i in order]
     start = 0
+    sizes = length_batches(lengths, batch_size)
     while start < len(order):
-        batch = [sequences[i] for i in order[start : start + batch_size]]
+        batch = [sequences[i] for i in order[start : start + sizes[0]]]
         try:
             scored = _score_batch(network, batch, device)
         except torch.cuda.OutOfMemoryError:
             if batch_size == 1:
                 raise
             _free_memory(device)
-            batch_size = max(1, batch_size // 2)
+            batch_size = max(1, min(batch_size, len(batch)) // 2)
+            sizes = length_batches(lengths[start:], batch_size)
             warnings.warn(f"out of memory on {device}: retrying at batch size {batch_size}", ResourceWarning,
                           stacklevel=2)
             continue
+        sizes = sizes[1:]
         for row, option, logprob in scored:
             total, count = results[(row, option)]
             results[(row, option)] = (total + logprob, count + 1)
