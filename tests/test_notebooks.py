@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 import yaml
 from biasaudit.book.check_html import remote_assets, wide_tables
@@ -98,7 +99,9 @@ def test_the_injected_parameters_are_hidden_and_listed_once(ci_book):
     assert "`run_name` | `'ci'` | set in the file" in page and "`alpha` | `0.05` | default" in page
 
 
-def test_the_book_renders_with_warnings_as_errors(ci_book):
+@pytest.fixture(scope="module")
+def rendered_book(ci_book):
+    """The CI run's book built with every warning an error: (its folder, the build's process result)."""
     book, _ = ci_book
     for name in ("_config.yml", "_toc.yml"):
         shutil.copy(ROOT / name, book / name)
@@ -108,6 +111,11 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
     jupyter_book = Path(sys.executable).with_name("jupyter-book")
     result = subprocess.run([str(jupyter_book), "build", str(book), "-W", "-n", "--keep-going"],
                             capture_output=True, text=True)
+    return book, result
+
+
+def test_the_book_renders_with_warnings_as_errors(rendered_book):
+    book, result = rendered_book
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     html = book / "_build" / "html"
     assert not remote_assets(html)
@@ -155,6 +163,115 @@ def test_the_book_renders_with_warnings_as_errors(ci_book):
     assert "book/analyses/22_verdict" in pages and "book/methods" in pages, pages
     chart = next((html / "_images").glob("*.svg")).read_text(encoding="utf-8")
     assert "@font-face" in chart and 'font-family="sans-serif"' not in chart
+
+
+# The pages with explorable charts (biasaudit.book.explore), and what a hover must show on each.
+EXPLORABLE_PAGES = ("10_language_drops", "13_carry_over", "22_verdict", "30_template_tests")
+
+
+def test_explorable_charts_are_in_their_pages_with_one_local_bundle(rendered_book):
+    book, result = rendered_book
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    html = book / "_build" / "html"
+    bundle = html / "_static" / "explore.js"
+    assert bundle.exists() and bundle.stat().st_size > 500_000
+    for name in EXPLORABLE_PAGES:
+        page = (html / "book" / "analyses" / f"{name}.html").read_text(encoding="utf-8")
+        assert page.count('<div class="ba-explore">') == 1, name
+        assert re.search(r'<script[^>]*src="../../_static/explore.js[^"]*"[^>]*type="module"|'
+                         r'<script[^>]*type="module"[^>]*src="../../_static/explore.js', page), name
+        # the static chart (the fallback where scripts do not run) is inline SVG in the page's fonts
+        static = re.search(r'<div class="ba-explore-static">(<svg.*?</svg>)</div>', page, re.S)
+        assert static and "Audit" in static.group(1), name
+    # the bundle only where a chart needs it
+    assert "explore.js" not in (html / "book" / "analyses" / "11_noise_floor.html").read_text(encoding="utf-8")
+
+
+def _serve(folder: Path):
+    """A local HTTP server for `folder` on 127.0.0.1 (module scripts do not run from file:// pages)."""
+    import functools
+    import http.server
+    import threading
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def _tooltip_after_hover(page, selector: str) -> dict[str, str]:
+    """Hover the first mark matching `selector` in the live chart; the tooltip's fields {name: value}."""
+    page.mouse.move(0, 0)  # off the chart: the last tooltip goes, so the one read below is this mark's
+    page.wait_for_selector("#vg-tooltip-element.visible", state="detached", timeout=10_000)
+    mark = page.locator(f"div.ba-explore-live {selector}").first
+    mark.scroll_into_view_if_needed()
+    mark.hover(force=True)  # force: the text printed over a heatmap cell lets the pointer through to it
+    page.wait_for_selector("#vg-tooltip-element.visible", timeout=10_000)
+    # vega-tooltip's table: one row per field, its name in td.key and its value in td.value
+    return page.eval_on_selector("#vg-tooltip-element", "e => Object.fromEntries([...e.querySelectorAll('tr')]"
+                                 ".map(r => [r.querySelector('td.key').textContent, r.querySelector('td.value').textContent]))")
+
+
+def test_explorable_charts_show_the_item_behind_a_mark_offline(rendered_book, tmp_path, monkeypatch):
+    """In Chromium, with every request off this machine refused: each chart goes live from the local
+    bundle, and hovering a mark shows the item behind it in English and in translation, as stored."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no Chromium on this machine (Debian: apt-get install chromium; .ci/run installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    book, result = rendered_book
+    assert result.returncode == 0, result.stdout[-3000:]
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(book / "runs_as_built"))
+    from biasaudit.run.pipeline import read_scores
+
+    scores = read_scores("ci")
+    texts = scores.drop_duplicates("item_id").set_index("item_id")
+    responses = pd.read_parquet(book / "runs_as_built" / "ci" / "steps" / "template_tests" / "responses.parquet")
+    server = _serve(book / "_build" / "html")
+    refused: list[str] = []
+    try:
+        with sync_api.sync_playwright() as playwright:
+            chromium = playwright.chromium.launch(executable_path=browser, args=["--no-sandbox"])
+            page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+            local = f"http://127.0.0.1:{server.server_port}/"
+            page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(local)
+                       else (refused.append(route.request.url), route.abort()))
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            for name in EXPLORABLE_PAGES:
+                page.goto(f"{local}book/analyses/{name}.html")
+                page.wait_for_selector('div.ba-explore[data-live="yes"]', timeout=30_000)
+                page.screenshot(path=str(tmp_path / f"{name}.png"))
+                if name == "30_template_tests":  # the last cell: a language after English
+                    shown = _tooltip_after_hover(page, "g.mark-rect.role-mark path >> nth=-1")
+                    assert shown["language"] != "English (en)", shown
+                    assert shown["prompt"] in set(responses["prompt_text"]) and shown["prompt"] != shown["English prompt"]
+                    assert shown["English prompt"] in set(responses["prompt_text"]), shown
+                    assert shown["reply"] in set(responses["reply"]) and shown["verdict"], shown
+                    continue
+                if name == "13_carry_over":
+                    shown = _tooltip_after_hover(page, "g.mark-symbol.role-mark path")
+                else:  # a heatmap cell's numbers, then a line of the item list under it
+                    cell = _tooltip_after_hover(page, "g.mark-rect.role-mark path")
+                    assert {"model", "language", "drop", "q"} <= set(cell), cell
+                    page.locator("div.ba-explore-live g.mark-rect.role-mark path").first.click(force=True)
+                    shown = _tooltip_after_hover(page, "g.mark-text.role-mark text >> nth=-1")
+                english = texts.loc[texts["base_id"].eq(shown["item"]) & texts["variant"].eq("original")].iloc[0]
+                assert shown["English"] == english["context"], (name, shown)
+                translated = texts.loc[texts["base_id"].eq(shown["item"]) & texts["variant"].eq("translation")]
+                assert shown["translated"] in set(translated["context"]), (name, shown)
+                font = page.eval_on_selector("#vg-tooltip-element", "e => getComputedStyle(e).fontFamily")
+                assert "Audit" in font, font  # the book's own fonts, which cover every script it shows
+            chromium.close()
+    finally:
+        server.shutdown()
+    # (jupyter-book 1 writes sphinx-thebe's configuration script twice on every page, charts or not, and
+    # the second declaration of its constant fails; thebe is off in this book)
+    assert not [e for e in errors if "THEBE_JS_URL" not in e], errors
+    assert not refused, f"the pages asked for something off this machine: {refused[:5]}"
 
 
 def test_the_released_part_runs_where_the_scores_are_at_hand_and_says_how_to_get_them_elsewhere(ci_book):

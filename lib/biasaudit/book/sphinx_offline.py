@@ -3,6 +3,10 @@
 MathJax is served from the build, not a CDN, and the book ships its own web fonts for every
 script it shows (`biasaudit.book.fonts`), subsetted to the characters of this build's pages.
 
+Explorable charts (`biasaudit.book.explore`) are made live by one script, `_static/explore.js`,
+written once per build from vl-convert's bundled Vega libraries and included only in pages that
+hold such a chart.
+
 MathJax 3.2 comes from the PyPI package django-static-mathjax (its top-level package
 `mathjax` carries the MathJax distribution; nothing from Django is used). The combined
 TeX-to-CHTML component and its fonts are copied to _static/mathjax/ after the HTML is
@@ -18,11 +22,12 @@ from pathlib import Path
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
-from biasaudit.book import fonts
+from biasaudit.book import explore, fonts
 
 LOGGER = logging.getLogger(__name__)
 
 COMPONENT = "tex-chtml.js"
+EXPLORE_JS = "explore.js"
 
 
 def mathjax_distribution() -> Path:
@@ -55,9 +60,23 @@ def _write_fonts(app: Sphinx, exception: Exception | None) -> None:
                                       for r in rows) + f"; the text font embedded in {charts} chart(s)")
 
 
+def _explore_script(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Pages with an explorable chart load the bundle (called here, the script is added to this page only)."""
+    if f'class="{explore.CLASS}"' in context.get("body", ""):
+        app.add_js_file(EXPLORE_JS, type="module")
+
+
+def _write_explore_script(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    (Path(app.outdir) / "_static" / EXPLORE_JS).write_text(explore.javascript_bundle(), encoding="utf-8")
+
+
 def setup(app: Sphinx) -> dict:
     app.config.mathjax_path = f"mathjax/{COMPONENT}"
     app.add_css_file("fonts.css")
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _write_fonts)
+    app.connect("html-page-context", _explore_script)
+    app.connect("build-finished", _write_explore_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pandas as pd
 
 from biasaudit import analyses
-from biasaudit.book import charts
+from biasaudit.book import charts, explore
 from biasaudit.book.report import Report, TableStyle, with_interval
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -61,6 +61,10 @@ def report(params: RunParams) -> Report:
         "n_translations": len(translations), "within_text": within_language_text(table, rewording),
     })
     out.figures["density"] = charts.carry_over_density(pairs, table)
+    translated = explore.translated_items(study.scores, params.aggregate)
+    out.figures["explore"] = explore.carry_over_explorer(
+        translated, seed=params.seed, title="Each translation's soft score against its English original's"
+    ) if len(translated) else None  # within_text and the table say the run has no translations
     out.figures["intervals"] = charts.carry_over_intervals(table)
     out.figures["strength"] = charts.strength_bars(table)
     return out

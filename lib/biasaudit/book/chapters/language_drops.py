@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from biasaudit.book import charts
+import altair as alt
+
+from biasaudit.book import charts, explore
 from biasaudit.book.prose import run_scope
 from biasaudit.book.report import Report, TableStyle, interval_column
 from biasaudit.lm.registry import OFFLINE_MODELS
@@ -43,5 +45,11 @@ def report(params: RunParams) -> Report:
                                 offline=list(OFFLINE_MODELS)),
     })
     out.figures["drops"] = charts.drop_bars(drops)
-    out.figures["heatmap"] = charts.drop_heatmap(cells)
+    moved = explore.moved_most(explore.translated_items(study.scores, params.aggregate), explore.ITEMS_PER_CELL)
+    out.figures["heatmap"] = explore.cell_explorer(
+        cells, moved,
+        tooltip=[alt.Tooltip("drop:Q", format=".3f"), alt.Tooltip("q:Q", format=".3f"),
+                 alt.Tooltip("p:Q", format=".4f"), alt.Tooltip("reliable:N"), alt.Tooltip("n:Q", title="items"),
+                 alt.Tooltip("sd:Q", title="SD of the changes", format=".3f")],
+        title="Drop by model and language")
     return out

@@ -7,7 +7,7 @@ import pandas as pd
 from IPython.display import Markdown
 
 from biasaudit.analyses.floor import model_floors
-from biasaudit.book import charts
+from biasaudit.book import charts, explore
 from biasaudit.book.report import Report, TableStyle, note, spoken_list
 from biasaudit.core.paths import project_path
 from biasaudit.data.languages import language_label
@@ -473,6 +473,9 @@ def report(params: RunParams) -> Report:
                                  plural=True)
     out.values["polar_text"] = flat_polar or POLAR_TEXT
     out.figures["polar"] = None if flat_polar else charts.polar_pass_rates(by_concern)  # polar_text says why
+    out.figures["explore"] = explore.pass_rate_explorer(
+        by_concern, explore.template_examples(evaluations, responses),
+        title="Pass rate by language and concern") if by_concern["pass_rate"].notna().any() else None
     flat_rates = nothing_to_draw(rates, "model × language pass rate", "the heatmap")
     out.figures["summary"] = note(flat_rates) if flat_rates else charts.pass_rate_heatmap(rates)
     drawn = correlations.loc[(correlations["language_a"] != correlations["language_b"]) & correlations["r"].notna()]

@@ -3,11 +3,12 @@ the page (`biasaudit.analyses.verdict`), with the model × language cells beside
 
 from __future__ import annotations
 
+import altair as alt
 import pandas as pd
 
 from biasaudit.analyses import verdict as v
 from biasaudit.analyses.floor import model_floors
-from biasaudit.book import charts
+from biasaudit.book import charts, explore
 from biasaudit.book.prose import count_noun
 from biasaudit.book.report import Report, TableStyle, interval_column, spoken_list, with_interval
 from biasaudit.data.languages import language_label
@@ -143,4 +144,11 @@ def report(params: RunParams) -> Report:
     # No translated items, no chart: the summary sentence says so.
     out.figures["languages"] = charts.language_verdicts(languages) if len(languages) else None
     out.figures["cells"] = charts.cell_evidence(cells) if len(cells) else None
+    moved = explore.moved_most(explore.translated_items(study.scores, params.aggregate), explore.ITEMS_PER_CELL)
+    out.figures["explore"] = explore.cell_explorer(
+        cells.assign(interval=interval_column(cells["low"], cells["high"])), moved,
+        tooltip=[alt.Tooltip("evidence:N"), alt.Tooltip("drop:Q", format=".3f"),
+                 alt.Tooltip("interval:N", title="95% interval"), alt.Tooltip("q:Q", format=".3f"),
+                 alt.Tooltip("power:Q", format=".0%"), alt.Tooltip("floor:Q", title="model's floor", format=".3f")],
+        title="Drop by model and language: pick a cell") if len(cells) else None
     return out
