@@ -93,10 +93,19 @@ def test_the_cell_explorer_lists_the_largest_drops_items_in_its_static_chart():
 def test_the_carry_over_explorer_draws_the_first_models_points_only():
     pairs = _pairs().assign(en_context="", context="", en_options="", options="")
     explorer = explore.carry_over_explorer(pairs, seed=0, title="t")
-    svg = explorer.svg()
-    points = len(re.findall(r'<path[^>]*class="[^"]*"[^>]*aria-roledescription="circle"|aria-roledescription="circle"',
-                            svg))
-    assert points == int((pairs["model"] == "m1").sum()) == 6
+    layer = re.search(r'<g class="mark-symbol role-mark[^"]*"[^>]*>(.*?)</g>', explorer.svg(), re.S)
+    assert layer and layer.group(1).count("<path") == int((pairs["model"] == "m1").sum()) == 6
+
+
+def test_each_text_is_carried_once_and_joined_back_for_every_model():
+    pairs = _pairs().assign(en_context=lambda d: "EN " + d["base_id"], context=lambda d: d["item_id"] + " text",
+                            en_options="", options="")
+    spec = explore.carry_over_explorer(pairs, seed=0, title="t").spec()
+    carried = [row for rows in spec["datasets"].values() for row in rows]
+    assert sum("context" in row for row in carried) == pairs["item_id"].nunique() == 6  # 12 points, 6 versions
+    assert sum("en_context" in row for row in carried) == pairs["base_id"].nunique() == 3
+    # (that the browser joins them back is what the cell explorer's static list shows, drawn from the joined
+    # texts, and what the Chromium test reads in the tooltips)
 
 
 def test_template_examples_pair_each_prompt_with_the_same_templates_english():
@@ -122,3 +131,17 @@ def test_the_bundle_carries_vega_and_the_snippet_and_loads_nothing_remote():
     assert vl_convert.get_vega_version() in bundle and "ba-explore-spec" in bundle
     assert 500_000 < len(bundle) < 3_000_000
     assert not re.search(r"""(import\s*\(|from\s*)["']https?://""", bundle)
+
+
+def test_the_pass_rate_explorer_says_when_its_colours_say_nothing():
+    rates = pd.DataFrame({"model": ["m", "m"], "language": ["en", "es"], "concern": ["sexism"] * 2,
+                          "pass_rate": [0.0, 0.0], "passed": [0, 0], "total": [1, 1]})
+    examples = pd.DataFrame({"model": ["m"], "language": ["es"], "concern": ["sexism"], "template_id": ["t1/es"],
+                             "prompt_text": ["¿Es X?"], "reply": ["sí"], "verdict": ["Failed"],
+                             "en_prompt": ["Is X?"], "en_reply": ["yes"]})
+    flat = explore.pass_rate_explorer(rates, examples, title="t")
+    assert "Every pass rate of this run is 0%, so the colours say nothing here" in flat.how
+    varied = explore.pass_rate_explorer(rates.assign(pass_rate=[0.0, 0.5]), examples, title="t")
+    assert "colours say nothing" not in varied.how
+    drawn = re.findall(r"<text[^>]*>([^<]*)</text>", varied.svg())
+    assert "50%" in drawn and "0%" in drawn

@@ -124,8 +124,9 @@ def moved_most(pairs: pd.DataFrame, per_cell: int) -> pd.DataFrame:
     return top.assign(rank=top.groupby(["model", "language"]).cumcount() + 1).reset_index(drop=True)
 
 
-# Widths (px) of the item list's columns under an explorable heatmap.
-_TEXT_WIDTH = 330
+# Width (px) of each text column of the item list under an explorable heatmap: with the change column,
+# the list fits the book's article column (about 770 px) without scrolling sideways.
+_TEXT_WIDTH = 300
 
 
 def _language_names(data: pd.DataFrame) -> pd.DataFrame:
@@ -141,9 +142,30 @@ def _item_tooltip() -> list:
             alt.Tooltip("soft:Q", title="soft score, translated", format=".3f")]
 
 
+# The columns of a row of scores a chart carries; the texts go in tables of their own (`_split_texts`).
+_SCORE_COLUMNS = ["model", "base_id", "item_id", "language", "language_name", "soft_en", "soft", "change", "rank"]
+
+
+def _split_texts(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(scores, texts by item_id, English texts by base_id): each text is carried once, not once per
+    model, and joined back in the browser (`_with_texts`); scores rounded to 4 decimals."""
+    scores = rows[[c for c in _SCORE_COLUMNS if c in rows]].round(4)
+    texts = rows.drop_duplicates("item_id")[["item_id", "context", "options"]]
+    english = rows.drop_duplicates("base_id")[["base_id", "en_context", "en_options"]]
+    return scores, texts, english
+
+
+def _with_texts(chart: alt.Chart, texts: pd.DataFrame, english: pd.DataFrame) -> alt.Chart:
+    return chart.transform_lookup(
+        lookup="item_id", from_=alt.LookupData(data=texts, key="item_id", fields=["context", "options"])
+    ).transform_lookup(
+        lookup="base_id", from_=alt.LookupData(data=english, key="base_id", fields=["en_context", "en_options"]))
+
+
 def _item_list(items: pd.DataFrame, pick: alt.Parameter) -> alt.HConcatChart:
     """The items of the picked cell, one line each: the change, the English and the translated text."""
-    base = alt.Chart(items).transform_filter(pick).encode(
+    scores, texts, english = _split_texts(items)
+    base = _with_texts(alt.Chart(scores), texts, english).transform_filter(pick).encode(
         y=alt.Y("rank:O", axis=None), tooltip=_item_tooltip())
     change = base.mark_text(align="right").encode(x=alt.value(50), text=alt.Text("change:Q", format="+.3f"))
     english = base.mark_text(align="left", limit=_TEXT_WIDTH - 10).encode(x=alt.value(0), text="en_context:N")
@@ -195,13 +217,15 @@ def carry_over_explorer(pairs: pd.DataFrame, *, seed: int, title: str) -> Explor
 
     `pairs`: `translated_items` rows (model, base_id, language, soft_en, soft and the texts)."""
     data, sampled = sample_rows(_language_names(pairs), seed)
+    points_data, texts, english = _split_texts(data)
     models = sorted(data["model"].unique())
     languages = ["all", *sorted(data["language"].unique())]
     model = alt.param(name="model", value=models[0],
                       bind=alt.binding_select(options=models, name="model "))
-    language = alt.param(name="language", value="all",
-                         bind=alt.binding_select(options=languages, name=" language "))
-    points = alt.Chart(data).mark_circle(size=45, opacity=0.7).encode(
+    language = alt.param(name="language", value="all", bind=alt.binding_select(
+        options=languages, labels=["every language", *map(language_label, languages[1:])], name=" language "))
+    # aria=False: no spoken description per point (hundreds of them, each as long as its tooltip)
+    points = _with_texts(alt.Chart(points_data), texts, english).mark_circle(size=45, opacity=0.7, aria=False).encode(
         x=alt.X("soft_en:Q", title="soft score of the English original", scale=alt.Scale(domain=[0, 1])),
         y=alt.Y("soft:Q", title="soft score of the translation", scale=alt.Scale(domain=[0, 1])),
         color=alt.Color("language_name:N", title="language"),
@@ -257,8 +281,12 @@ def pass_rate_explorer(by_concern: pd.DataFrame, examples: pd.DataFrame, *, titl
     ).add_params(model)
     text = base.mark_text(fontSize=11).encode(text=alt.Text("pass_rate:Q", format=".0%"))
     chart = (heat + text).properties(width=55 * len(order), height=32 * data["concern"].nunique(), title=title)
-    return Explorable(chart, "Pick a model; hover a cell to read one prompt it was asked in that language and its "
-                             "reply, beside the same template's English prompt and reply.")
+    how = ("Pick a model; hover a cell to read one prompt it was asked in that language and its reply, beside the "
+           "same template's English prompt and reply.")
+    if data["pass_rate"].nunique() == 1:  # the chapter draws no rate chart then; this one is for the replies
+        how += (f" Every pass rate of this run is {data['pass_rate'].iloc[0]:.0%}, so the colours say nothing here: "
+                "the chart is for the prompts and replies behind its cells.")
+    return Explorable(chart, how)
 
 
 def translated_items(scores: pd.DataFrame, aggregate: str) -> pd.DataFrame:
