@@ -9,6 +9,7 @@ import json
 import re
 
 import altair as alt
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -145,3 +146,24 @@ def test_the_pass_rate_explorer_says_when_its_colours_say_nothing():
     assert "colours say nothing" not in varied.how
     drawn = re.findall(r"<text[^>]*>([^<]*)</text>", varied.svg())
     assert "50%" in drawn and "0%" in drawn
+
+
+def test_the_released_studys_size_is_sampled_and_its_missing_texts_said():
+    """Ten models × seven languages × 400 items (the released study's shape; its scores carry no texts)."""
+    rng = np.random.default_rng(0)
+    rows = [{"model": f"model-{m}", "language": language, "base_id": f"b{k}", "item_id": f"b{k}/{language}",
+             "soft_en": rng.random(), "soft": rng.random()}
+            for m in range(10) for language in ("ar", "es", "fr", "hi", "ko", "sw", "zh") for k in range(400)]
+    scores = pd.DataFrame(rows).assign(variant="translation")
+    pairs = explore.with_texts(pd.DataFrame(rows).assign(change=lambda d: d["soft"] - d["soft_en"]), scores)
+    scatter = explore.carry_over_explorer(pairs, seed=3, title="t")
+    carried = max(len(rows) for rows in scatter.spec()["datasets"].values())
+    assert carried == explore.INLINE_ROWS
+    assert f"a random sample of {explore.INLINE_ROWS:,} of the 28,000 points (seed 3)" in scatter.how
+    assert "carry no item texts" in scatter.how
+    page = scatter._repr_mimebundle_()["text/html"]
+    assert len(page.encode()) < 1_000_000
+    cells = pairs.groupby(["model", "language"], as_index=False)["change"].mean().assign(drop=lambda d: -d["change"])
+    heatmap = explore.cell_explorer(cells, explore.moved_most(pairs, explore.ITEMS_PER_CELL), tooltip=[], title="t")
+    assert "carry no item texts" in heatmap.how
+    assert len(heatmap._repr_mimebundle_()["text/html"].encode()) < 500_000

@@ -162,6 +162,13 @@ def _with_texts(chart: alt.Chart, texts: pd.DataFrame, english: pd.DataFrame) ->
         lookup="base_id", from_=alt.LookupData(data=english, key="base_id", fields=["en_context", "en_options"]))
 
 
+def _no_texts(texts: pd.DataFrame) -> str:
+    """The sentence for scores that carry no item texts (the paper's released scores)."""
+    if len(texts) and not texts["context"].astype(bool).any():
+        return "These scores carry no item texts, so a mark shows its item's id and scores only."
+    return ""
+
+
 def _item_list(items: pd.DataFrame, pick: alt.Parameter) -> alt.HConcatChart:
     """The items of the picked cell, one line each: the change, the English and the translated text."""
     scores, texts, english = _split_texts(items)
@@ -206,9 +213,10 @@ def cell_explorer(cells: pd.DataFrame, items: pd.DataFrame, *, tooltip: list, ti
     heatmap = (heat + text).properties(width=60 * cells["language"].nunique(),
                                        height=36 * cells["model"].nunique(), title=title)
     chart = alt.vconcat(heatmap, _item_list(items, pick), spacing=18)
-    return Explorable(chart, "Hover a cell for its numbers; click it to list below the items whose score moved "
-                             "most in it (change = translated − English soft score), English and translated side "
-                             "by side; hover a line to read the whole item.")
+    how = ("Hover a cell for its numbers; click it to list below the items whose score moved most in it (change = "
+           "translated − English soft score), English and translated side by side; hover a line to read the whole "
+           "item.")
+    return Explorable(chart, " ".join(part for part in (how, _no_texts(_split_texts(items)[1])) if part))
 
 
 def carry_over_explorer(pairs: pd.DataFrame, *, seed: int, title: str) -> Explorable:
@@ -237,7 +245,7 @@ def carry_over_explorer(pairs: pd.DataFrame, *, seed: int, title: str) -> Explor
     chart = (diagonal + points).properties(width=420, height=420, title=title)
     how = ("Pick a model and a language; hover a point to read its item in English and in translation with both "
            "scores. On the dashed line a translation keeps its English score exactly.")
-    return Explorable(chart, f"{how} {sampled}".strip())
+    return Explorable(chart, " ".join(part for part in (how, sampled, _no_texts(texts)) if part))
 
 
 def template_examples(evaluations: pd.DataFrame, responses: pd.DataFrame) -> pd.DataFrame:
