@@ -29,6 +29,8 @@ from biasaudit.data.languages import language_label
 CLASS = "ba-explore"
 # Most rows of data one chart carries inline: about 0.5 MB of page with two sentences a row.
 INLINE_ROWS = 1500
+# Items listed per cell under an explorable heatmap (the cells' most moved).
+ITEMS_PER_CELL = 8
 # Text is drawn in the book's own fonts (fonts.css declares those this build needs), then the system's.
 FONT = ", ".join([*(f'"{family}"' for family in FAMILIES), "sans-serif"])
 # The Vega-Lite that altair writes, which the bundle must carry (vl-convert names versions major.minor).
@@ -300,7 +302,3 @@ def pass_rate_explorer(by_concern: pd.DataFrame, examples: pd.DataFrame, *, titl
 def translated_items(scores: pd.DataFrame, aggregate: str) -> pd.DataFrame:
     """Every model × translated version beside its English original (soft_en, soft, change), with texts."""
     return with_texts(paired_with_english(item_scores(scores, aggregate), "translation"), scores)
-
-
-# Items listed per cell under an explorable heatmap.
-ITEMS_PER_CELL = 8
