@@ -177,12 +177,12 @@ def _item_list(items: pd.DataFrame, pick: alt.Parameter) -> alt.HConcatChart:
     base = _with_texts(alt.Chart(scores), texts, english).transform_filter(pick).encode(
         y=alt.Y("rank:O", axis=None), tooltip=_item_tooltip())
     change = base.mark_text(align="right").encode(x=alt.value(50), text=alt.Text("change:Q", format="+.3f"))
-    english = base.mark_text(align="left", limit=_TEXT_WIDTH - 10).encode(x=alt.value(0), text="en_context:N")
+    in_english = base.mark_text(align="left", limit=_TEXT_WIDTH - 10).encode(x=alt.value(0), text="en_context:N")
     translated = base.mark_text(align="left", limit=_TEXT_WIDTH - 10).encode(x=alt.value(0), text="context:N")
     height = 18 * int(items["rank"].max() if len(items) else 1)
     return alt.hconcat(
         change.properties(width=55, height=height, title="change"),
-        english.properties(width=_TEXT_WIDTH, height=height, title="English"),
+        in_english.properties(width=_TEXT_WIDTH, height=height, title="English"),
         translated.properties(width=_TEXT_WIDTH, height=height, title="translated"),
         spacing=8)
 
