@@ -302,3 +302,8 @@ def pass_rate_explorer(by_concern: pd.DataFrame, examples: pd.DataFrame, *, titl
 def translated_items(scores: pd.DataFrame, aggregate: str) -> pd.DataFrame:
     """Every model × translated version beside its English original (soft_en, soft, change), with texts."""
     return with_texts(paired_with_english(item_scores(scores, aggregate), "translation"), scores)
+
+
+def moved_items(scores: pd.DataFrame, aggregate: str) -> pd.DataFrame:
+    """The items an explorable heatmap lists: each cell's `ITEMS_PER_CELL` most moved, with texts."""
+    return moved_most(translated_items(scores, aggregate), ITEMS_PER_CELL)

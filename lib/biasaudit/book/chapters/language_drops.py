@@ -45,7 +45,7 @@ def report(params: RunParams) -> Report:
                                 offline=list(OFFLINE_MODELS)),
     })
     out.figures["drops"] = charts.drop_bars(drops)
-    moved = explore.moved_most(explore.translated_items(study.scores, params.aggregate), explore.ITEMS_PER_CELL)
+    moved = explore.moved_items(study.scores, params.aggregate)
     out.figures["heatmap"] = explore.cell_explorer(
         cells, moved,
         tooltip=[alt.Tooltip("drop:Q", format=".3f"), alt.Tooltip("q:Q", format=".3f"),

@@ -144,7 +144,7 @@ def report(params: RunParams) -> Report:
     # No translated items, no chart: the summary sentence says so.
     out.figures["languages"] = charts.language_verdicts(languages) if len(languages) else None
     out.figures["cells"] = charts.cell_evidence(cells) if len(cells) else None
-    moved = explore.moved_most(explore.translated_items(study.scores, params.aggregate), explore.ITEMS_PER_CELL)
+    moved = explore.moved_items(study.scores, params.aggregate)
     out.figures["explore"] = explore.cell_explorer(
         cells.assign(interval=interval_column(cells["low"], cells["high"])), moved,
         tooltip=[alt.Tooltip("evidence:N"), alt.Tooltip("drop:Q", format=".3f"),
