@@ -35,3 +35,13 @@ def test_an_exercise_that_does_not_apply_to_the_run_gets_no_values(capsys):
     values = solution_values(alpha_report, RunParams(run_name="released"), {1: {"aggregate": "sum"}, 2: {"alpha": 0.01}})
     assert values == {"ex2_alpha": 0.01, "ex2_n_permutations": RunParams().n_permutations}
     assert "exercise 1 does not apply to run 'released'" in capsys.readouterr().err
+
+
+def test_a_prediction_worked_out_where_the_run_allows_it(capsys):
+    def needs_scores():
+        raise ValueError("run 'released' has not scored those versions")
+
+    values = solution_values(alpha_report, RunParams(run_name="released"), {},
+                             predicted={3: lambda: {"n_tried": 6}, 4: needs_scores, 5: {"n": 1}})
+    assert values == {"ex3_n_tried": 6, "ex5_n": 1}
+    assert "exercise 4 does not apply to run 'released'" in capsys.readouterr().err

@@ -35,28 +35,41 @@ def with_changes(params: RunParams, changes: Mapping[str, Any], origin: str = "a
     return validate_params({**params.model_dump(), **changes}, origin)
 
 
+Predicted = Mapping[str, Any] | Callable[[], Mapping[str, Any]]
+
+
 def solution_values(report_of: Callable[[RunParams], Report], params: RunParams,
                     changes: Mapping[int, Mapping[str, Any]],
-                    predicted: Mapping[int, Mapping[str, Any]] | None = None) -> dict[str, Any]:
+                    predicted: Mapping[int, Predicted] | None = None) -> dict[str, Any]:
     """Each exercise's report values under its own names: the report made again with the exercise's
-    parameter changes (validated as a papermill command's would be), then the predicted values."""
+    parameter changes (validated as a papermill command's would be), then the predicted values (or
+    a function that works them out, called here: one that cannot on this run gives none)."""
     values: dict[str, Any] = {}
     for exercise, change in changes.items():
         changed = with_changes(params, change, f"exercise {exercise}'s parameters")
         try:
-            made = report_of(changed)
+            made = report_of(changed).values
         except (ValueError, KeyError) as err:  # e.g. sums asked of released scores that carry means only
-            print(f"exercise {exercise} does not apply to run {params.run_name!r}, so its solution has no values "
-                  f"here: {err}", file=sys.stderr)
+            _does_not_apply(exercise, params, err)
             continue
-        values.update({solution_name(exercise, k): v for k, v in made.values.items()})
+        values.update({solution_name(exercise, k): v for k, v in made.items()})
     for exercise, stated in (predicted or {}).items():
+        try:
+            stated = stated() if callable(stated) else stated
+        except (ValueError, KeyError) as err:  # e.g. a rerun on items the released scores do not hold
+            _does_not_apply(exercise, params, err)
+            continue
         values.update({solution_name(exercise, k): v for k, v in stated.items()})
     return values
 
 
+def _does_not_apply(exercise: int, params: RunParams, err: Exception) -> None:
+    print(f"exercise {exercise} does not apply to run {params.run_name!r}, so its solution has no values here: {err}",
+          file=sys.stderr)
+
+
 def glue_solutions(report_of: Callable[[RunParams], Report], params: RunParams,
                    changes: Mapping[int, Mapping[str, Any]],
-                   predicted: Mapping[int, Mapping[str, Any]] | None = None) -> None:
+                   predicted: Mapping[int, Predicted] | None = None) -> None:
     """Glue `solution_values` for the notebook's solutions ({glue:text}`ex1_n_reliable`), not displayed."""
     Report(values=solution_values(report_of, params, changes, predicted)).glue()

@@ -74,6 +74,32 @@ def load_sources(
     return pd.concat(tables, ignore_index=True), pd.concat(stages, ignore_index=True)
 
 
+def select_run_items(
+    *,
+    item_banks: list[str],
+    languages: list[str],
+    include_rewordings: bool = True,
+    sources: list[str] | None = None,
+    **source_options,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The item versions a run with these settings scores, the collapsed contrasts it sets aside and
+    the public sources' stage counts, written nowhere: a page can say what a rerun would score."""
+    banks = [read_items(project_path(path)) for path in item_banks]
+    present = set().union(*(set(bank["language"]) for bank in banks)) if banks else set()
+    absent = [language for language in languages if language not in present]
+    if banks and absent:
+        raise ItemError(f"key 'languages': {absent} has no version in the item bank(s) {list(item_banks)} "
+                        f"(they hold {sorted(present - {'en'})}); drop it from the params or add its translations")
+    public, stages = load_sources(list(sources or []), **source_options)
+    table = pd.concat([*banks, public], ignore_index=True) if len(public) else pd.concat(banks, ignore_index=True)
+    duplicated = table.loc[table["item_id"].duplicated(), "item_id"].tolist()
+    if duplicated:
+        raise ValueError(f"item ids appear more than once across {item_banks} and {sources}: {duplicated[:5]}")
+    variants = VARIANTS_WITH_REWORDINGS if include_rewordings else ["original", "translation"]
+    items, collapsed = select_items(table, languages=[*languages, "en"], variants=variants)
+    return items, collapsed, stages
+
+
 def prepare_items(
     run_name: str,
     *,
@@ -90,19 +116,9 @@ def prepare_items(
     runs/<run>/stages.parquet (public-source items counted at each loading stage).
     `source_options` go to `load_sources`.
     """
-    banks = [read_items(project_path(path)) for path in item_banks]
-    present = set().union(*(set(bank["language"]) for bank in banks)) if banks else set()
-    absent = [language for language in languages if language not in present]
-    if banks and absent:
-        raise ItemError(f"key 'languages': {absent} has no version in the item bank(s) {list(item_banks)} "
-                        f"(they hold {sorted(present - {'en'})}); drop it from the params or add its translations")
-    public, stages = load_sources(list(sources or []), **source_options)
-    table = pd.concat([*banks, public], ignore_index=True) if len(public) else pd.concat(banks, ignore_index=True)
-    duplicated = table.loc[table["item_id"].duplicated(), "item_id"].tolist()
-    if duplicated:
-        raise ValueError(f"item ids appear more than once across {item_banks} and {sources}: {duplicated[:5]}")
-    variants = VARIANTS_WITH_REWORDINGS if include_rewordings else ["original", "translation"]
-    items, collapsed = select_items(table, languages=[*languages, "en"], variants=variants)
+    items, collapsed, stages = select_run_items(item_banks=item_banks, languages=languages,
+                                                include_rewordings=include_rewordings, sources=sources,
+                                                **source_options)
     folder = run_dir(run_name)
     with run_lock(folder):
         write_atomically(items, folder / "items.parquet")
@@ -119,12 +135,16 @@ def prepare_run(params) -> None:
 
         import_released(params.run_name, params.released_scores, models=params.model_filter)
         return
-    prepare_items(
-        params.run_name, item_banks=list(params.item_banks), languages=list(params.languages),
-        include_rewordings=params.include_rewordings, sources=list(params.sources), data_dir=params.data_dir,
-        stereoset_per_category=params.stereoset_per_category, bbq_per_category=params.bbq_per_category,
-        seed=params.seed, stereoset_label_map=params.stereoset_label_map,
-        bbq_roles_by_order=params.bbq_roles_by_order)
+    prepare_items(params.run_name, **item_settings(params))
+
+
+def item_settings(params) -> dict:
+    """The parameters that decide a run's items, as `select_run_items` and `prepare_items` take them."""
+    return dict(item_banks=list(params.item_banks), languages=list(params.languages),
+                include_rewordings=params.include_rewordings, sources=list(params.sources), data_dir=params.data_dir,
+                stereoset_per_category=params.stereoset_per_category, bbq_per_category=params.bbq_per_category,
+                seed=params.seed, stereoset_label_map=params.stereoset_label_map,
+                bbq_roles_by_order=params.bbq_roles_by_order)
 
 
 def scores_of(items: pd.DataFrame, model: str, store: ScoreStore, *, batch_size: int | Literal["auto"] = 16,
@@ -218,11 +238,16 @@ def read_scores(run_name: str, *, models: list[str] | None = None, scorer_bounda
     # the precision each row was scored in is the store's business (which rows a rerun reuses), not the table's
     scores = store.read(scorer_boundary=scorer_boundary).drop(columns=[DTYPE_COLUMN], errors="ignore")
     items = pd.read_parquet(folder / "items.parquet")
-    position = pd.Series(np.arange(len(items)), index=items["item_id"].to_numpy())
-    keep = scores["item_id"].isin(position.index)
     if models is not None:
-        keep &= scores["model"].isin(models)
-    scores = scores.loc[keep]
+        scores = scores.loc[scores["model"].isin(models)]
+    return scores_in_item_order(scores, items["item_id"])
+
+
+def scores_in_item_order(scores: pd.DataFrame, item_ids: pd.Series) -> pd.DataFrame:
+    """The scores of `item_ids` only, ordered by model and then as the ids are: the order a run of
+    those items stores its scores in, on which seeded tests depend."""
+    position = pd.Series(np.arange(len(item_ids)), index=pd.Index(item_ids))
+    scores = scores.loc[scores["item_id"].isin(position.index)]
     order = np.lexsort((scores["item_id"].map(position).to_numpy(), scores["model"].to_numpy()))
     return scores.iloc[order].reset_index(drop=True)
 

@@ -70,9 +70,16 @@ def write_step(params, step: str, made: StepTables) -> Path:
     return folder
 
 
-def _record(params, step: str) -> dict | None:
-    path = step_dir(params.run_name, step) / "step.json"
+def _record(run: Any, step: str) -> dict | None:
+    """The step's step.json of a run (its name, or params that name it), or None."""
+    path = step_dir(run if isinstance(run, str) else run.run_name, step) / "step.json"
     return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+
+
+def step_params(run_name: str, step: str) -> dict | None:
+    """The params a run's step last ran with (as `RunParams.model_dump` gives them), or None if it has not."""
+    record = _record(run_name, step)
+    return record["params"] if record else None
 
 
 def is_current(params, step: str) -> bool:

@@ -19,7 +19,7 @@ from biasaudit.analyses import verdict as verdict_analysis
 from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 from biasaudit.core.paths import run_dir
 from biasaudit.core.store import ResultStore, table_fingerprint
-from biasaudit.run.pipeline import read_scores
+from biasaudit.run.pipeline import read_scores, scores_in_item_order
 
 
 class Study:
@@ -39,6 +39,13 @@ class Study:
     @cached_property
     def scores(self) -> pd.DataFrame:
         return read_scores(self.run_name, models=self.models)
+
+    def restricted_to(self, item_ids: pd.Series) -> "Study":
+        """This study on the scores of `item_ids` alone, in their order: what a run scoring only those
+        versions would find. Its tables are stored beside the whole study's, under their own scores."""
+        study = Study(self.run_name, self.options, self.models)
+        study.__dict__["scores"] = scores_in_item_order(self.scores, item_ids)  # the cached property, set
+        return study
 
     @cached_property
     def fingerprint(self) -> str:

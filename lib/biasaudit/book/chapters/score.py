@@ -60,6 +60,19 @@ def report(params: RunParams) -> Report:
     return out
 
 
+def first_run_values(params: RunParams) -> dict[str, int | str]:
+    """What this chapter says the first time a new run name is scored with `params` (chapter 02's
+    exercise 3), worked out without scoring: every item version is scored now for every model, none is
+    read back, and the page names the precision the params ask for."""
+    if params.scoring_dtype == "auto":
+        raise ValueError("name the precision (scoring_dtype) to say what a run will be stored in")
+    items, _, _ = pipeline.select_run_items(**pipeline.item_settings(params))
+    models = list(params.models)
+    precisions = pd.DataFrame({"model": models, "precision": params.scoring_dtype, "versions": len(items)})
+    return {"n_versions": len(items), "n_scored_now": len(items) * len(models), "n_read_back": 0,
+            "precision_text": precision_sentence(precisions, params.scoring_dtype, cpu_has_native_bf16())}
+
+
 def scoring_sentence(timings: pd.DataFrame) -> str:
     """What this run's scoring cost, separating versions scored now from those read back, so a
     warm rerun's seconds are not read as the scorer's speed."""

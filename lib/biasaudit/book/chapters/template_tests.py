@@ -14,6 +14,8 @@ from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
 from biasaudit.run.steps import read_step
 from biasaudit.templates import pass_rates as tt
+from biasaudit.templates.library import LANGBITE_QUOTE_NOTE, instances, prompts
+from biasaudit.templates.step import library
 
 RATES_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "passed": "passed", "failed": "failed", "errors": "unprocessable",
@@ -419,6 +421,22 @@ def error_counts(evaluations: pd.DataFrame) -> pd.DataFrame:
     return counts.assign(asked=counts["total"] + counts["errors"])
 
 
+def noted(responses: pd.DataFrame) -> int:
+    """Replies to prompts that carried LangBiTe's own quoting note, word for word (`quote_note: english`)."""
+    return int(responses["prompt_text"].str.contains(LANGBITE_QUOTE_NOTE, regex=False).sum())
+
+
+def planned_values(params: RunParams) -> dict[str, int]:
+    """What this chapter counts for a run of `params` before any model is asked (exercises 3 and 4): the
+    English templates, the filled prompts asked and the replies to prompts with LangBiTe's quoting note.
+    A run whose library lacks languages would have them machine-translated here first (cached)."""
+    lib = library(params)
+    filled = prompts(lib.templates, instances(lib.templates, lib.communities, max_instances=params.max_instances or None,
+                                              seed=params.seed), params.quote_note)
+    return {"n_templates": int((lib.templates["variant"] == "original").sum()), "n_prompts_asked": len(filled),
+            "n_langbite_note": len(params.chat_models) * noted(filled)}
+
+
 def report(params: RunParams) -> Report:
     """The template tests' tables as the run's step left them (`templates.step.run_template_step`)."""
     step = read_step(params, "template_tests")
@@ -458,7 +476,7 @@ def report(params: RunParams) -> Report:
         "n_concerns": int(templates["concern"].nunique()),
         "n_prompts_all": int(filled.drop_duplicates("template_id")["n_instances"].sum()),
         "n_prompts_asked": len(filled), "max_instances": params.max_instances,
-        "n_attempts": params.n_attempts,
+        "n_attempts": params.n_attempts, "n_langbite_note": noted(responses),
         "models_text": models_text(chat),
         "rates_text": rates_text(rates), "replies_text": replies_text(shares),
         "probability_text": probability_text(evaluations),

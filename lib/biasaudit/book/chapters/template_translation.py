@@ -71,6 +71,13 @@ QUALITY_LEAD = "A mean hides how a translator fails. Per template:"
 EXAMPLES_LEAD = "The templates furthest from the human translation, per translator and language (at most two each):"
 
 
+def planned_values(params: RunParams) -> dict[str, int]:
+    """What this chapter counts for a run of `params` before any translator writes a word (exercise 1):
+    the sampled templates and the translations asked for (templates × reference languages × translators)."""
+    refs = references(params)
+    return {"n_sample": len(refs.sample), "n_asked": len(refs.sample) * len(refs.languages) * len(params.translators)}
+
+
 def report(params: RunParams) -> Report:
     """Translators and paraphrases against the human reference; machine-translated items scored:
     read from the tables of the run's step (`templates.comparison.run_comparison`)."""
@@ -107,6 +114,7 @@ def report(params: RunParams) -> Report:
 
     out.values["embedder"] = step.values["embedder"]
     made, failed, quality = step["translations"], step["failed"], step["quality"]
+    out.values["n_asked"] = len(made) + len(failed)  # one row per template, language and translator
     rates, reasons = tx.success_rates(made, failed, params.level)
     out.add_table("rates", rates, RATES_STYLE)
     out.add_table("reasons", reasons, REASONS_STYLE)

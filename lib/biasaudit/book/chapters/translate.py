@@ -7,8 +7,8 @@ import pandas as pd
 from biasaudit.book import charts
 from biasaudit.book.prose import count_noun, extremes, reasons_sentence, value_range
 from biasaudit.book.report import Report, TableStyle
-from biasaudit.run.params import RunParams
-from biasaudit.run.steps import read_step
+from biasaudit.run.params import RunParams, validate_params
+from biasaudit.run.steps import read_step, step_params
 from biasaudit.translate import judge
 from biasaudit.translate.step import bank, sample_originals
 
@@ -68,6 +68,23 @@ def faithful_text_at(params: RunParams, threshold: float) -> str:
     similarity = read_step(params, "translate")["similarity"]
     summary = judge.similarity_summary(similarity.assign(faithful=similarity["similarity"] >= threshold))
     return faithful_text(summary.loc[summary["kind"] == "cross-lingual"].set_index("language"), threshold)
+
+
+def planned_attempts(params: RunParams) -> int:
+    """How many item translations the machine translator is asked for (the seeded sample × the target
+    languages), known before it writes a word: what a rerun with other sample settings attempts."""
+    items = bank(params)
+    sample = sample_originals(items.loc[items["variant"] == "original"], params.n_sample_items, params.seed)
+    return len(sample) * len(list(params.sample_languages) or list(params.languages))
+
+
+def planned_attempts_after(run_name: str, n_sample_items: int) -> int:
+    """What chapter 01 attempts when rerun on run `run_name` with another sample size (chapter 31's
+    exercise 4): the params its step last ran with, the sample size changed."""
+    recorded = step_params(run_name, "translate")
+    if recorded is None:
+        raise ValueError(f"run {run_name!r} has not run chapter 01's step, so there is no sample to enlarge")
+    return planned_attempts(validate_params({**recorded, "n_sample_items": n_sample_items}, "chapter 01's step"))
 
 
 def machine_text(*, tried: int, made: int, reasons: list[str], machine_median: float, human_median: float,
@@ -174,10 +191,12 @@ def report(params: RunParams) -> Report:
         "item_id": "item", "context": "context (machine)", "context_human": "context (human)",
         "stereotyped": "stereotyped (machine)", "stereotyped_human": "stereotyped (human)"}))
     nan = float("nan")
+    # a version fails once per field that failed, so the attempts are the versions made and those that failed
+    tried = len(made) + int(step["failed"]["item_id"].nunique())
     out.values.update({
-        "translator": params.translator,
+        "translator": params.translator, "n_tried": tried, "n_made": len(made),
         "machine_text": machine_text(
-            tried=len(made) + len(step["failed"]), made=len(made), reasons=list(step["failed"]["reason"]),
+            tried=tried, made=len(made), reasons=list(step["failed"]["reason"]),
             machine_median=float(machine_similarity["similarity"].median()) if len(machine_similarity) else nan,
             human_median=float(human_similarity["similarity"].median()) if len(human_similarity) else nan,
             machine_calibrated=float(machine_similarity["calibrated"].median()) if len(machine_similarity) else nan,

@@ -11,6 +11,7 @@ from biasaudit.analyses.floor import model_floors
 from biasaudit.book import charts, explore
 from biasaudit.book.prose import count_noun
 from biasaudit.book.report import Report, TableStyle, interval_column, spoken_list, with_interval
+from biasaudit.book.solutions import with_changes
 from biasaudit.data.languages import language_label
 from biasaudit.data.release_files import RELEASED_MODELS
 from biasaudit.run import pipeline
@@ -112,9 +113,13 @@ def summary_text(languages: pd.DataFrame) -> str:
     return ("; ".join(parts) + ".") if parts else "This run has no translated items, so no language has a verdict."
 
 
-def report(params: RunParams) -> Report:
+def report(params: RunParams, only_items: pd.Series | None = None) -> Report:
+    """The verdicts of the run's scores; with `only_items`, of those item versions' scores alone and
+    without the run's similarity table: what a run scoring only them would find (chapter 22's exercise 3)."""
     study = Study.from_params(params)
-    similarity = pipeline.read_similarity(params)
+    if only_items is not None:
+        study = study.restricted_to(only_items)
+    similarity = pipeline.read_similarity(params) if only_items is None else None
     cells = study.verdict_cells(similarity, params.faithful_threshold, params.n_runs)
     languages = study.language_verdicts().merge(v.language_evidence(cells, study.scores, study.options),
                                                 on="language", how="left")
@@ -152,3 +157,18 @@ def report(params: RunParams) -> Report:
                  alt.Tooltip("power:Q", format=".0%"), alt.Tooltip("floor:Q", title="model's floor", format=".3f")],
         title="Drop by model and language: pick a cell") if len(cells) else None
     return out
+
+
+def report_on_items(params: RunParams, item_changes: dict) -> Report:
+    """The report a run of the same models with `item_changes` (item_banks, languages) would give,
+    worked out from this run's own scores of those versions: each version's score does not depend on
+    what else a run scores, so exercise 3's run, scored anew, must find the same."""
+    changed = with_changes(params, item_changes, "the items' changes")
+    items, _, _ = pipeline.select_run_items(**pipeline.item_settings(changed))
+    scored = set(pipeline.read_scores(params.run_name, models=params.model_filter)["item_id"])
+    missing = sorted(set(items["item_id"]) - scored)
+    if missing:
+        raise ValueError(f"run {params.run_name!r} has not scored {len(missing)} of those versions "
+                         f"(e.g. {missing[:3]}), so it cannot say what a run of them would find")
+    return report(params, only_items=items["item_id"])
+
