@@ -16,10 +16,12 @@ import torch
 
 class CompletionsServer:
     """`mode`: "ok"; "no_logprobs" (logprobs null, as a server without prompt log-probs);
-    "busy" (HTTP 503, then 429 with Retry-After, before answering); "wrong" (another model's numbers)."""
+    "busy" (HTTP 503, then 429 with Retry-After, before answering); "wrong" (another model's numbers).
+    With `served_name`, a request for another model gets vLLM's 404 and /v1/models lists that name."""
 
-    def __init__(self, model, tokenizer, *, mode: str = "ok", other_model=None):
+    def __init__(self, model, tokenizer, *, mode: str = "ok", other_model=None, served_name: str | None = None):
         self.model, self.tokenizer, self.mode, self.other = model, tokenizer, mode, other_model
+        self.served_name = served_name
         self.requests: list[dict] = []
         self.refusals = 2 if mode == "busy" else 0
         server = self
@@ -27,6 +29,20 @@ class CompletionsServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):  # quiet
                 pass
+
+            def _json(self, status: int, payload: dict):
+                answer = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def do_GET(self):
+                if self.path == "/v1/models" and server.served_name:
+                    self._json(200, {"object": "list", "data": [{"id": server.served_name, "object": "model"}]})
+                else:
+                    self._json(404, {"error": {"message": "Not Found"}})
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -42,6 +58,10 @@ class CompletionsServer:
                 if self.path != "/v1/completions":
                     self.send_response(404)
                     self.end_headers()
+                    return
+                if server.served_name and body.get("model") != server.served_name:
+                    self._json(404, {"error": {"message": f"The model `{body.get('model')}` does not exist.",
+                                               "type": "NotFoundError", "code": 404}})
                     return
                 answer = json.dumps(server.answer(body)).encode()
                 self.send_response(200)

@@ -19,6 +19,7 @@ from biasaudit.book.chapters import (
     sources,
     translate,
 )
+from biasaudit.run.params import RunParams
 
 
 def source_rows(**by_source) -> pd.DataFrame:
@@ -146,6 +147,25 @@ def test_the_scoring_sentence_does_not_pass_a_warm_rerun_off_as_speed():
     resumed = score.scoring_sentence(timings(("a", 100, 732, 12.0, 16)))
     assert resumed == ("Scoring 100 item version(s) for 1 model(s) took 12 s; 732 more were read back from an "
                        "earlier run of this run name.")
+    # an engine's start-up and check are said apart from the scoring, whose seconds give the speed
+    started = pd.DataFrame([("a", 112, 0, 27.0, 16, 95.4, "vllm")],
+                           columns=["model", "scored_now", "read_back", "seconds", "batch_size", "load_seconds", "engine"])
+    assert score.scoring_sentence(started) == ("Scoring 112 item version(s) for 1 model(s) took 27 s, after 95 s "
+                                               "starting and checking the engine.")
+    loaded = started.assign(engine="transformers", load_seconds=3.2)
+    assert score.scoring_sentence(loaded).endswith("took 27 s, after 3 s loading the models.")
+
+
+def test_the_engine_sentence_says_what_a_server_computes_in():
+    def sentence(**changes):
+        params = RunParams(engine="completions", engine_url="http://127.0.0.1:8000/v1", **changes)
+        return score.engine_sentence(params, pd.DataFrame({"scored_now": [1]}))
+
+    assert "declared to compute in float32 (engine_precision), and its rows are stored as completions-float32, " \
+           "held to fp32's agreement" in sentence(engine_precision="float32")
+    assert "stored as completions-bfloat16." in sentence(engine_precision="bfloat16")
+    assert "precision is not declared (engine_precision)" in sentence()
+    assert "precision" not in score.engine_sentence(RunParams(), pd.DataFrame({"scored_now": [1]}))
 
 
 def test_the_precision_sentence_names_each_models_precision_and_never_hides_a_mix():

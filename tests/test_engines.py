@@ -11,7 +11,7 @@ import pytest
 from biasaudit.core.store import DTYPE_COLUMN, ScoreStore
 from biasaudit.data.item_table import OPTIONS, read_items
 from biasaudit.lm.completions import CompletionsEngine
-from biasaudit.lm.engines import EngineError, check_engine, sums_from_logprobs
+from biasaudit.lm.engines import EngineError, check_engine, precision_label, sums_from_logprobs
 from biasaudit.lm.registry import load_model
 from biasaudit.lm.scoring import score
 from biasaudit.lm.tiny import save_tiny_model, tiny_model
@@ -151,3 +151,60 @@ def test_the_vllm_engine_agrees_with_transformers(served):
     assert isinstance(scorer.engine()[0], VLLMEngine)
     for option in OPTIONS:
         assert np.abs(table[f"lp_sum_{option}"] - reference[f"lp_sum_{option}"]).max() <= 1e-3
+
+
+def test_a_served_name_the_server_does_not_know_says_which_it_serves(served, tmp_path):
+    folder, network, tokenizer = served
+    items = read_items(CI_BANK).head(4)
+    with CompletionsServer(network, tokenizer, served_name="tiny-served") as server:
+        scorer = ModelScorer(folder, EngineSpec(engine="completions", url=server.url, check="self"))
+        with pytest.raises(EngineError, match=r"HTTP 404.*knows no model named '.*model'; it serves 'tiny-served': "
+                                              r"start it with --served-model-name .*engine_served_names"):
+            scorer.score(items, progress=False)
+        named = EngineSpec(engine="completions", url=server.url, check="self",
+                           served_names=((folder, "tiny-served"),))
+        table = ModelScorer(folder, named).score(items, progress=False)
+    reference = score(items, (network, tokenizer), model_name=folder, progress=False)
+    assert np.abs(table["lp_sum_stereotyped"] - reference["lp_sum_stereotyped"]).max() <= 1e-3
+    assert {r["body"]["model"] for r in server.requests} == {folder, "tiny-served"}
+
+
+def test_a_declared_precision_is_stored_checked_and_never_mixed(served, tmp_path, monkeypatch):
+    folder, network, tokenizer = served
+    monkeypatch.setattr(pipeline, "run_dir", lambda name: tmp_path / name)
+    items = read_items(CI_BANK).head(6)
+    with CompletionsServer(network, tokenizer) as server:
+        undeclared = EngineSpec(engine="completions", url=server.url, check="transformers")
+        _, first = pipeline.score_run("r", items, models=[folder], spec=undeclared)
+        fp32 = EngineSpec(engine="completions", url=server.url, check="transformers", server_precision="float32")
+        _, second = pipeline.score_run("r", items, models=[folder], spec=fp32)
+    assert undeclared.reused_precision is None and fp32.reused_precision == "completions-float32"
+    # rows stored as "completions" (precision unknown) are scored again once the precision is declared
+    assert first.loc[0, "scored_now"] == 6 and second.loc[0, "scored_now"] == 6
+    stored = ScoreStore(tmp_path / "r").read()[DTYPE_COLUMN].value_counts().to_dict()
+    assert stored == {"completions-float32": 6}  # the rescored rows replace those of unknown precision
+    # the engine was started and checked before scoring: timed apart from it
+    assert second.loc[0, "load_seconds"] > 0 and second.loc[0, "seconds"] > 0
+
+
+def test_a_server_declared_fp32_that_is_not_stops_before_scoring(served, tmp_path):
+    folder, network, tokenizer = served
+    other = tiny_model(len(tokenizer), seed=5)  # numbers a few tenths of a nat off, within the check's tolerance
+    with CompletionsServer(network, tokenizer, mode="wrong", other_model=other) as server:
+        spec = EngineSpec(engine="completions", url=server.url, check="transformers", server_precision="float32")
+        with pytest.raises(EngineError, match=r"declared to compute in float32, but .* differs from transformers in "
+                                              r"fp32 by up to 0\.\d+ nats .*--dtype float32"):
+            ModelScorer(folder, spec).score(read_items(CI_BANK).head(4), store=ScoreStore(tmp_path), progress=False)
+        undeclared = EngineSpec(engine="completions", url=server.url, check="transformers")
+        assert len(ModelScorer(folder, undeclared).score(read_items(CI_BANK).head(4), progress=False)) == 4
+    assert not ScoreStore(tmp_path).exists() or ScoreStore(tmp_path).read().empty
+
+
+def test_each_engine_stores_a_precision_that_names_it():
+    assert precision_label("vllm", "bfloat16") == "vllm-bfloat16" and precision_label("completions", "") == "completions"
+    assert EngineSpec(engine="vllm").reused_precision == "vllm-bfloat16"  # "auto": vLLM runs in bf16
+    assert EngineSpec(engine="vllm", dtype="float32").reused_precision == "vllm-float32"
+    assert EngineSpec(engine="transformers").reused_precision is None
+    assert EngineSpec(engine="transformers", dtype="bfloat16").reused_precision == "bfloat16"
+    assert EngineSpec(engine="completions", served_names=(("a", "b"),)).served_name("a") == "b"
+    assert EngineSpec(engine="completions", served_names=(("a", "b"),)).served_name("c") == "c"

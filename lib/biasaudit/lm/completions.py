@@ -10,6 +10,8 @@ an error that says how to get them, never a silent zero.
 
 from __future__ import annotations
 
+import httpx
+
 from biasaudit.lm.engines import EngineError, Logprobs, PromptLogprobEngine
 from biasaudit.lm.openai_http import HTTPFailure, client, post_json
 
@@ -20,10 +22,13 @@ class CompletionsEngine(PromptLogprobEngine):
     name = "completions"
 
     def __init__(self, model: str, base_url: str, *, api_key_env: str = "OPENAI_API_KEY", timeout: float = 120.0,
-                 retries: int = 4, backoff_s: float = 1.0, batch: int = 32, served_name: str | None = None):
+                 retries: int = 4, backoff_s: float = 1.0, batch: int = 32, served_name: str | None = None,
+                 precision: str = ""):
         super().__init__(model)
-        self.url = base_url.rstrip("/") + "/completions"
+        self.base_url = base_url.rstrip("/")
+        self.url = self.base_url + "/completions"
         self.served_name = served_name or model
+        self.dtype = precision  # as declared: a server does not say what it computes in
         self.retries, self.backoff_s, self.batch = retries, backoff_s, batch
         self._client = client(api_key_env=api_key_env, timeout=timeout)
 
@@ -45,7 +50,7 @@ class CompletionsEngine(PromptLogprobEngine):
         try:
             answer = post_json(self._client, self.url, body, retries=self.retries, backoff_s=self.backoff_s)
         except HTTPFailure as err:
-            raise EngineError(f"completions engine, model {self.model}: {err}") from None
+            raise EngineError(f"completions engine, model {self.model}: {err}{self._served_hint(err)}") from None
         choices = answer.get("choices")
         if not isinstance(choices, list) or len(choices) != len(prompts):
             raise EngineError(f"{self.url}: expected {len(prompts)} choices, got "
@@ -62,3 +67,17 @@ class CompletionsEngine(PromptLogprobEngine):
                 f"came back with {'none' if not isinstance(values, list) else len(values)}): the server must support "
                 "`echo` with `logprobs` on /v1/completions, as vLLM and SGLang do; a chat-only endpoint is not enough")
         return [None, *values[1:len(ids)]]
+
+    def _served_hint(self, err: HTTPFailure) -> str:
+        """Where the server answered 404, the names it serves, so the run's error says what to set."""
+        if err.status != 404:
+            return ""
+        try:
+            listed = self._client.get(self.base_url + "/models").json().get("data", [])
+            names = sorted(str(m.get("id")) for m in listed if isinstance(m, dict))
+        except (httpx.HTTPError, ValueError, AttributeError):
+            names = []
+        served = f"; it serves {', '.join(repr(n) for n in names)}" if names else ""
+        return (f". The server knows no model named {self.served_name!r}{served}: start it with --served-model-name "
+                f"{self.served_name}, or name the model it serves in the params (engine_served_names: "
+                f"{{{self.model}: <name>}})")

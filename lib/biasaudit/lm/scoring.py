@@ -14,6 +14,7 @@ with an empty context has its first token predicted from something."""
 from __future__ import annotations
 
 import inspect
+import time
 import warnings
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -343,8 +344,11 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
     correct = (stored_scores(store, model_name, False, todo, wanted) if scorer_boundary and store is not None
                else pd.DataFrame())
     correct = correct.set_index("item_id") if len(correct) else pd.DataFrame(index=pd.Index([], name="item_id"))
+    load_seconds = 0.0
     if len(todo):
+        started = time.perf_counter()
         network, tokenizer = load_model(model, device=device, dtype=dtype) if isinstance(model, str) else model
+        load_seconds = time.perf_counter() - started
         device = str(next(network.parameters()).device)
         scored_in = next(network.parameters()).dtype
         if device.startswith("cpu") and scored_in == torch.bfloat16 and not cpu_has_native_bf16():
@@ -374,7 +378,9 @@ def _score(items: pd.DataFrame, model, *, model_name: str, batch_size: int | Lit
                 store.append(scored.assign(**{DTYPE_COLUMN: _dtype_name(scored_in)}))
             done = pd.concat([done, scored], ignore_index=True) if len(done) else scored
         bar.close()
-    return scores_for_items(items, done, n_scored=len(todo), batch_size=batch_size)
+    table = scores_for_items(items, done, n_scored=len(todo), batch_size=batch_size)
+    table.attrs["load_seconds"] = load_seconds  # apart from the scoring, so a page's speed is the scorer's
+    return table
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

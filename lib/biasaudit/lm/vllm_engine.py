@@ -24,10 +24,12 @@ from biasaudit.lm.generate import GenerationError, GenerationSettings, Generator
 from biasaudit.lm.registry import resolve_model_path
 
 
-def load_llm(model: str, *, dtype: str = "bfloat16", max_model_len: int = 4096, seed: int = 0) -> LLM:
-    """One vLLM engine for a model (a hub id, a folder, or an offline short name)."""
+def load_llm(model: str, *, dtype: str = "bfloat16", max_model_len: int = 4096, seed: int = 0,
+             eager: bool = False) -> LLM:
+    """One vLLM engine for a model (a hub id, a folder, or an offline short name); `eager` skips vLLM's
+    graph compilation (a start in seconds rather than minutes on a CPU, for slower steps)."""
     return LLM(model=resolve_model_path(model), dtype=dtype, max_model_len=max_model_len, seed=seed,
-               enable_prefix_caching=False, logprobs_mode="raw_logprobs")
+               enable_prefix_caching=False, logprobs_mode="raw_logprobs", enforce_eager=eager)
 
 
 class VLLMEngine(PromptLogprobEngine):
@@ -35,14 +37,12 @@ class VLLMEngine(PromptLogprobEngine):
 
     name = "vllm"
 
-    def __init__(self, model: str, *, dtype: str = "bfloat16", max_model_len: int = 4096, llm: LLM | None = None):
+    def __init__(self, model: str, *, dtype: str = "bfloat16", max_model_len: int = 4096, llm: LLM | None = None,
+                 eager: bool = False):
         super().__init__(model)
         self.dtype = dtype
         self.max_model_len = max_model_len
-        self.llm = llm or load_llm(model, dtype=dtype, max_model_len=max_model_len)
-
-    def precision(self) -> str:
-        return f"vllm-{self.dtype}"
+        self.llm = llm or load_llm(model, dtype=dtype, max_model_len=max_model_len, eager=eager)
 
     def prompt_logprobs(self, prompts: list[list[int]]) -> Logprobs:
         too_long = [len(p) for p in prompts if len(p) >= self.max_model_len]
@@ -68,10 +68,10 @@ class VLLMGenerator(Generator):
     backend = "vllm"
 
     def __init__(self, model: str, settings: GenerationSettings = GenerationSettings(), *, max_model_len: int = 4096,
-                 llm: LLM | None = None):
+                 llm: LLM | None = None, eager: bool = False):
         super().__init__(model, settings)
         dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype
-        self.llm = llm or load_llm(model, dtype=dtype, max_model_len=max_model_len, seed=settings.seed)
+        self.llm = llm or load_llm(model, dtype=dtype, max_model_len=max_model_len, seed=settings.seed, eager=eager)
         self._tokenizer = self.llm.get_tokenizer()
 
     def _sampling(self, max_new_tokens: int | None, attempt: int) -> SamplingParams:

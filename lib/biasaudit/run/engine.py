@@ -12,12 +12,19 @@ from biasaudit.core.store import ScoreStore, run_lock
 from biasaudit.lm.completions import CompletionsEngine
 from biasaudit.lm.engines import (
     PromptLogprobEngine,
+    check_declared_precision,
     check_engine,
+    precision_label,
     check_prompts,
     score_chunk,
     score_with_engine,
 )
 from biasaudit.lm.registry import load_model, load_tokenizer, scoring_dtype
+
+
+def vllm_dtype(dtype: str) -> str:
+    """The precision the vLLM engine runs in for the params' scoring_dtype ("auto": bf16)."""
+    return "bfloat16" if dtype == "auto" else dtype
 
 
 @dataclass(frozen=True)
@@ -27,6 +34,9 @@ class EngineSpec:
     engine: Literal["transformers", "vllm", "completions"] = "transformers"
     url: str = ""
     key_env: str = "OPENAI_API_KEY"
+    served_names: tuple[tuple[str, str], ...] = ()  # (model, the name its server knows it by)
+    server_precision: str = ""  # what the completions server computes in, as declared ("": not declared)
+    eager: bool = False  # vLLM without graph compilation
     check: Literal["transformers", "self"] = "transformers"
     tolerance: float = 0.5
     max_model_len: int = 4096
@@ -36,13 +46,23 @@ class EngineSpec:
 
     @property
     def reused_precision(self) -> str | None:
-        """The precision stored rows must have to be reused (None: any): only a transformers run that
-        names a precision scores rows of another one again."""
-        return None if self.dtype == "auto" or self.engine != "transformers" else self.dtype
+        """The precision stored rows must have to be reused (None: any): a transformers run that names a
+        precision, the vLLM engine (always in a known one) and a completions server whose precision is
+        declared score rows of another precision again, so that no model's scores mix them silently."""
+        if self.engine == "vllm":
+            return precision_label("vllm", vllm_dtype(self.dtype))
+        if self.engine == "completions":
+            return precision_label("completions", self.server_precision) if self.server_precision else None
+        return None if self.dtype == "auto" else self.dtype
+
+    def served_name(self, model: str) -> str:
+        return dict(self.served_names).get(model, model)
 
     @classmethod
     def from_params(cls, params) -> "EngineSpec":
         return cls(engine=params.engine, url=params.engine_url, key_env=params.engine_key_env,
+                   served_names=tuple(sorted(params.engine_served_names.items())),
+                   server_precision=params.engine_precision, eager=params.vllm_eager,
                    check=params.engine_check, tolerance=params.engine_tolerance, max_model_len=params.max_model_len,
                    dtype=params.scoring_dtype, device=params.device_or_none, batch_size=params.batch_size)
 
@@ -71,11 +91,15 @@ class ModelScorer:
             if spec.engine == "vllm":
                 from biasaudit.lm.vllm_engine import VLLMEngine  # not a dependency: installed on CUDA machines
 
-                dtype = "bfloat16" if spec.dtype == "auto" else spec.dtype
-                engine: PromptLogprobEngine = VLLMEngine(self.model, dtype=dtype, max_model_len=spec.max_model_len)
+                engine: PromptLogprobEngine = VLLMEngine(self.model, dtype=vllm_dtype(spec.dtype),
+                                                         max_model_len=spec.max_model_len, eager=spec.eager)
             else:
-                engine = CompletionsEngine(self.model, spec.url, api_key_env=spec.key_env)
+                engine = CompletionsEngine(self.model, spec.url, api_key_env=spec.key_env,
+                                           served_name=spec.served_name(self.model),
+                                           precision=spec.server_precision)
             self.check = check_engine(engine, self._tokenizer, tolerance=spec.tolerance, reference=reference)
+            if reference is not None:
+                check_declared_precision(engine, self.check)
             self._engine = engine
         return self._engine, self._tokenizer
 

@@ -174,6 +174,14 @@ class ExecutionParams(_Section):
                             description="the completions server's base URL, e.g. http://host:8000/v1")
     engine_key_env: str = Field("OPENAI_API_KEY", pattern=r"^[A-Z_][A-Z0-9_]*$",
                                 description="environment variable holding the completions server's key, if any")
+    engine_served_names: dict[str, str] = Field(
+        default_factory=dict, description="model → the name the completions server knows it by (its "
+                                          "--served-model-name); a model not listed is asked for by its own name")
+    engine_precision: Literal["", "float32", "bfloat16", "float16"] = Field(
+        "", description="the precision the completions server computes in (its --dtype), stored with the scores; "
+                        '"float32" is also checked against transformers; empty: not declared')
+    vllm_eager: bool = Field(False, description="vLLM without graph compilation: starts in seconds, scores slower; "
+                                                "for short runs and CPUs (vLLM's enforce_eager)")
     engine_check: Literal["transformers", "self"] = Field(
         "transformers", description='before a run, check the engine\'s log-probs against transformers on this '
                                     'machine ("transformers"), or only against themselves ("self")')

@@ -45,7 +45,9 @@ def report(params: RunParams) -> Report:
         timings["per_version_ms"] = (1000 * timings["seconds"] / timings["scored_now"]).where(timings["scored_now"] > 0)
     out.add_table("timings", timings, TableStyle(columns={"model": "model", "scored_now": "versions scored now",
                                                           "read_back": "read back from earlier runs",
-                                                          "seconds": "seconds", "per_version_ms": "ms per version scored",
+                                                          "load_seconds": "seconds loading (and checking)",
+                                                          "seconds": "seconds scoring",
+                                                          "per_version_ms": "ms per version scored",
                                                           "batch_size": "batch size"},
                                                  decimals=1, empty=""))
     out.add_table("models", pd.DataFrame({"model": models, "what it is": [
@@ -74,14 +76,20 @@ def first_run_values(params: RunParams) -> dict[str, int | str]:
 
 
 def scoring_sentence(timings: pd.DataFrame) -> str:
-    """What this run's scoring cost, separating versions scored now from those read back, so a
-    warm rerun's seconds are not read as the scorer's speed."""
+    """What this run's scoring cost, separating versions scored now from those read back, and the
+    scoring from loading the models (or starting and checking an engine), so that neither a warm rerun's
+    seconds nor an engine's start-up is read as the scorer's speed."""
     seconds, scored, read = timings["seconds"].sum(), int(timings["scored_now"].sum()), int(timings["read_back"].sum())
+    loading = timings["load_seconds"].fillna(0).sum() if "load_seconds" in timings else 0.0
     models = f"{len(timings)} model(s)"
     if scored == 0:
         return (f"Every version was already stored by an earlier run of this run name, so nothing was scored now: "
                 f"reading the {read:,} stored scores back for {models} took {seconds:.0f} s.")
     text = f"Scoring {scored:,} item version(s) for {models} took {seconds:.0f} s"
+    if round(loading):
+        engines = "starting and checking the engine" if set(timings.get("engine", [])) - {"transformers"} else \
+            "loading the models"
+        text += f", after {loading:.0f} s {engines}"
     if read:
         text += f"; {read:,} more were read back from an earlier run of this run name"
     return text + "."
@@ -132,6 +140,13 @@ def engine_sentence(params: RunParams, timings: pd.DataFrame) -> str:
     else:
         where = "in this process, one model after another"
     text = f"This run was scored by {engine}, {where}."
+    if params.engine == "completions":
+        declared = params.engine_precision
+        text += (f" The server is declared to compute in {declared} (engine_precision), and its rows are stored as "
+                 f"completions-{declared}" + (", held to fp32's agreement with transformers by the check below."
+                                              if declared == "float32" else ".") if declared else
+                 " The server's precision is not declared (engine_precision), so its rows are stored as "
+                 "\"completions\" and nothing holds them apart from rows of another precision under this run name.")
     if params.engine != "transformers":
         against = ("transformers in fp32" if params.engine_check == "transformers" else
                    "themselves only (engine_check: self; agreement with transformers was not checked)")
