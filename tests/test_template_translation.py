@@ -237,10 +237,11 @@ def library_file(language: str) -> list[dict]:
 
 
 def glued_names(notebook: str = "31_template_translation") -> set[str]:
-    """The values the chapter's Markdown quotes ({glue:text}`name`)."""
+    """The values the chapter's Markdown quotes ({glue:text}`name`) from its report (not the exercises'
+    solutions' `ex<k>_name`, which `book.solutions` glues)."""
     cells = json.loads((ROOT / "notebooks" / f"{notebook}.ipynb").read_text(encoding="utf-8"))["cells"]
     return {name for cell in cells if cell["cell_type"] == "markdown"
-            for name in re.findall(r"\{glue:text\}`([^`]+)`", "".join(cell["source"]))}
+            for name in re.findall(r"\{glue:text\}`([^`]+)`", "".join(cell["source"])) if not re.match(r"ex\d+_", name)}
 
 
 def test_without_langbite_the_chapter_compares_against_the_projects_library(monkeypatch, tmp_path):

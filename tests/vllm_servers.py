@@ -48,19 +48,20 @@ class Server:
                                         env={**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1"})
 
     def ready(self) -> "Server":
+        """The server once it answers (asked first: it may have been up for long), or an error with its log."""
         while self.up_after is None:
+            try:
+                if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
+                    self.up_after = time.time() - self.started
+                    print(f"vLLM server answering {self.up_after:.0f} s after it was started", file=sys.stderr)
+                    break
+            except httpx.HTTPError:
+                pass
             if self.process.poll() is not None:
                 raise RuntimeError(f"the vLLM server exited ({self.process.returncode}): {self.log.read_text()[-3000:]}")
             if time.time() - self.started > START_LIMIT_S:
                 self.stop()
                 raise RuntimeError(f"the vLLM server did not answer in {START_LIMIT_S} s: {self.log.read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{self.url}/models", timeout=2).status_code == 200:
-                    self.up_after = time.time() - self.started
-                    print(f"vLLM server up {self.up_after:.0f} s after it was started", file=sys.stderr)
-                    break
-            except httpx.HTTPError:
-                pass
             time.sleep(1)
         return self
 
