@@ -48,7 +48,8 @@ class EngineError(RuntimeError):
 
 
 # An engine declared to compute in fp32 agrees with transformers' fp32 to about 1e-4 nats per token on the
-# check's sentences (vLLM on a CPU: 2.5e-5); in bf16 it differs by about 0.1 (SmolLM2: 0.103).
+# check's sentences (vLLM on a CPU: 2.5e-5); in bf16 it differs by tenths of a nat (a bf16 vLLM server
+# serving SmolLM2: 0.21).
 FP32_AGREEMENT: float = 1e-2
 
 
@@ -196,7 +197,7 @@ def check_declared_precision(engine: PromptLogprobEngine, check: pd.DataFrame) -
         raise EngineError(
             f"the {engine.name} engine for {engine.model} is declared to compute in float32, but on the check's "
             f"sentences it differs from transformers in fp32 by up to {against.max():.3g} nats (fp32 agrees to "
-            f"{FP32_AGREEMENT:g}; bf16 differs by about 0.1). Start the server with --dtype float32, or declare the "
+            f"{FP32_AGREEMENT:g}; bf16 differs by tenths of a nat). Start the server with --dtype float32, or declare the "
             "precision it runs in (engine_precision). Nothing was scored.")
 
 
