@@ -14,8 +14,8 @@ from biasaudit.lm.engines import (
     PromptLogprobEngine,
     check_declared_precision,
     check_engine,
-    precision_label,
     check_prompts,
+    precision_label,
     score_chunk,
     score_with_engine,
 )
@@ -89,7 +89,7 @@ class ModelScorer:
             self._tokenizer = load_tokenizer(self.model)
             reference = self._reference() if spec.check == "transformers" else None
             if spec.engine == "vllm":
-                from biasaudit.lm.vllm_engine import VLLMEngine  # not a dependency: installed on CUDA machines
+                from biasaudit.lm.vllm_engine import VLLMEngine  # not a dependency: a CUDA install, or `make vllm`
 
                 engine: PromptLogprobEngine = VLLMEngine(self.model, dtype=vllm_dtype(spec.dtype),
                                                          max_model_len=spec.max_model_len, eager=spec.eager)

@@ -431,8 +431,8 @@ def planned_values(params: RunParams) -> dict[str, int]:
     English templates, the filled prompts asked and the replies to prompts with LangBiTe's quoting note.
     A run whose library lacks languages would have them machine-translated here first (cached)."""
     lib = library(params)
-    filled = prompts(lib.templates, instances(lib.templates, lib.communities, max_instances=params.max_instances or None,
-                                              seed=params.seed), params.quote_note)
+    filled = instances(lib.templates, lib.communities, max_instances=params.max_instances or None, seed=params.seed)
+    filled = prompts(lib.templates, filled, params.quote_note)
     return {"n_templates": int((lib.templates["variant"] == "original").sum()), "n_prompts_asked": len(filled),
             "n_langbite_note": len(params.chat_models) * noted(filled)}
 
