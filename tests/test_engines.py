@@ -134,8 +134,8 @@ def test_a_run_through_the_completions_engine_is_stored_and_resumed(served, tmp_
 
 
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
-                    reason="vLLM is not installed (CUDA machines only: README.md, \"Beyond one machine\"): its engine is checked by "
-                           "benchmarks/gpu_check.sh on a GPU machine, never against a fake engine")
+                    reason="vLLM is not installed in this environment: on a CPU tests/test_vllm.py runs it from .venv-vllm "
+                           "(`make vllm`), on a GPU benchmarks/gpu_check.sh; never against a fake engine")
 def test_the_vllm_engine_agrees_with_transformers(served):
     import torch
 

