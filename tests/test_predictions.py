@@ -59,6 +59,8 @@ def test_a_restricted_study_analyses_its_items_alone(tmp_path, monkeypatch):
     part = whole.restricted_to(pd.Series(["z", "x"]))
     assert part.scores["item_id"].tolist() == ["z", "x"] and part.scores["soft"].tolist() == [3, 1]
     assert len(whole.scores) == 3 and part.fingerprint != whole.fingerprint  # its tables are stored apart
+    with pytest.raises(ValueError, match="has not scored 1 of those versions"):
+        whole.restricted_to(pd.Series(["x", "w"]))
 
 
 def test_replies_with_langbites_note_are_counted_and_planned():

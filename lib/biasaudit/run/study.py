@@ -42,7 +42,12 @@ class Study:
 
     def restricted_to(self, item_ids: pd.Series) -> "Study":
         """This study on the scores of `item_ids` alone, in their order: what a run scoring only those
-        versions would find. Its tables are stored beside the whole study's, under their own scores."""
+        versions would find (a ValueError where this run has not scored some of them). Its tables are
+        stored beside the whole study's, under their own scores."""
+        missing = sorted(set(item_ids) - set(self.scores["item_id"]))
+        if missing:
+            raise ValueError(f"run {self.run_name!r} has not scored {len(missing)} of those versions "
+                             f"(e.g. {missing[:3]}), so it cannot say what a run of them would find")
         study = Study(self.run_name, self.options, self.models)
         study.__dict__["scores"] = scores_in_item_order(self.scores, item_ids)  # the cached property, set
         return study
