@@ -69,3 +69,38 @@ def test_a_transposed_table_has_one_column_per_row_with_each_value_written_as_it
     assert list(styler.data.columns) == ["", "written", "bbq"]
     assert styler.data.values.tolist() == [["items", "64", "12"], ["drop", "0.123", ""],
                                            ["same choice", "50%", "25%"]]
+
+
+def test_a_table_too_wide_for_the_text_column_is_split_with_its_key_columns_repeated():
+    from biasaudit.book import widths
+    from biasaudit.book.report import SplitTable, fitting_parts
+
+    models = ["aya-23-8b", "aya-expanse-8b", "bloomz-7b", "gemma2-9b", "llama3.1-8b", "mistral-7b", "olmo2-7b",
+              "qwen2.5-7b", "solar-10.7b", "yi-1.5-9b"]
+    table = pd.DataFrame({"variant": ["original", "translation"], "language": ["en", "es"],
+                          **{m: [0.5123, 0.4987] for m in models}})
+    shown = readable(table)
+    assert isinstance(shown, SplitTable) and len(shown.parts) == 2
+    first, second = (list(part.data.columns) for part in shown.parts)
+    assert first == ["variant", "language", *models[:5]] and second == ["variant", "language", *models[5:]], \
+        "the models dealt out evenly, in order, each part led by the two text columns"
+    html = shown.to_html()
+    assert html.count("<table") == 2 and ">0.512<" in html
+    assert "The table above, continued (2 of 2): mistral-7b, olmo2-7b, qwen2.5-7b, solar-10.7b and yi-1.5-9b." in html
+    # each part fits the reader's column by the same measure; the whole did not
+    text = {c: [f"{v:.3f}" if isinstance(v, float) else v for v in table[c]] for c in table}
+    width = {c: widths.column_widths([c], [[v] for v in text[c]])[0] for c in table}
+    assert widths.table_px(list(width.values())) > widths.TEXT_COLUMN_PX
+    assert all(widths.table_px([width[c] for c in part]) <= widths.TEXT_COLUMN_PX for part in (first, second))
+    # a table that fits stays one table
+    assert not isinstance(readable(table[["variant", "language", *models[:3]]]), SplitTable)
+    lead, parts = fitting_parts(table, {}, keys=1)
+    assert lead == ["variant"] and [c for part in parts for c in part] == ["language", *models]
+
+
+def test_korean_cells_keep_their_words_whole():
+    html = readable(pd.DataFrame({"language": ["ko", "en"], "context": ["간호사가 말했다", "The nurse said"]})).to_html()
+    import re
+
+    styled = re.findall(r"#T_\w+?_(row\d+_col\d+) \{\s*word-break: keep-all;\s*\}", html)
+    assert styled == ["row0_col1"], "only the Korean cell"

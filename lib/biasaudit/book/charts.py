@@ -9,12 +9,25 @@ import pandas as pd
 
 from biasaudit.analyses import verdict
 from biasaudit.analyses.floor import model_floors
+from biasaudit.book import widths
 from biasaudit.data.languages import language_label
 
 
+def _book_theme() -> alt.theme.ThemeConfig:
+    """Labels and titles are never cut short with "…" (Vega's default limits are 160–180 px): a chart is
+    laid out wide enough for them instead, and `check_html` fails a chart that is not."""
+    # Legends go under the chart, one entry a line, so a chart is no wider than its plot and axes, which
+    # each chart sizes to the reader's text column (`widths.TEXT_COLUMN_PX`).
+    return alt.theme.ThemeConfig({"config": {
+        "legend": {"labelLimit": 0, "titleLimit": 0, "orient": "bottom", "symbolDirection": "vertical",
+                   "gradientDirection": "horizontal"},
+        "axis": {"labelLimit": 0, "titleLimit": 0}}})
+
+
 def use_svg() -> None:
-    """Render every chart in this kernel as static SVG."""
+    """Render every chart in this kernel as static SVG, in the book's theme."""
     alt.renderers.enable("svg")
+    alt.theme.register("biasaudit", enable=True)(_book_theme)
 
 
 def drop_bars(drops: pd.DataFrame, title: str = "Drop vs English (mean over models, 95% interval across models)") -> alt.Chart:
@@ -181,7 +194,10 @@ def carry_over_intervals(table: pd.DataFrame, title: str = "Carry-over with 95% 
         x="value:Q", tooltip=["row", "measure", alt.Tooltip("value:Q", format=".3f"),
                               alt.Tooltip("low:Q", format=".3f"), alt.Tooltip("high:Q", format=".3f")])
     one = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray").encode(x=alt.datum(1.0))
-    return alt.layer(rules, points, one, data=data).properties(width=180, height=18 * data["row"].nunique()).facet(
+    # three panels and the row labels (10 px) in the reader's text column
+    labels = max((widths.text_px(str(row), font_px=10.0) for row in data["row"].unique()), default=0.0)
+    width = max(100, int((widths.TEXT_COLUMN_PX - labels - 80) / 3))
+    return alt.layer(rules, points, one, data=data).properties(width=width, height=18 * data["row"].nunique()).facet(
         column=alt.Column("measure:N", sort=["r", "sd_ratio", "slope"], title=None)
     ).resolve_scale(x="independent").properties(title=title)
 
@@ -271,10 +287,13 @@ def paired_bars(
     title: str = "",
     x_title: str = "",
     what: str = "measure",
-) -> alt.Chart:
-    """Side-by-side bars of several columns (`columns`: column → legend name) per `label` row."""
+) -> alt.Chart | None:
+    """Side-by-side bars of several columns (`columns`: column → legend name) per `label` row; None (no
+    chart) where every value is missing."""
     long = pd.concat([data[[label]].assign(**{what: name, "value": data[column]}) for column, name in columns.items()],
                      ignore_index=True).dropna(subset=["value"])
+    if long.empty:
+        return None
     order = list(dict.fromkeys(data[label].astype(str)))
     return alt.Chart(long).mark_bar().encode(
         y=alt.Y(f"{label}:N", sort=order, title=None, axis=alt.Axis(labelLimit=400)),  # labels whole, not cut
@@ -311,8 +330,14 @@ def case_heatmap(case: pd.DataFrame, title: str = "") -> alt.LayerChart:
     data = case.assign(version=np.where(case["variant"] == "rewording", case["language"] + " ~ " + case["via"],
                                         np.where(case["variant"] == "original", "en (original)", case["language"])))
     order = list(dict.fromkeys(data["version"]))
+    # the models' columns share the reader's text column; their names slant where a column is too narrow
+    labels = max((widths.text_px(str(v), font_px=10.0) for v in order), default=0.0) + 20
+    models = data["model"].unique()
+    column = max(40, min(110, int((widths.TEXT_COLUMN_PX - labels - 30) / len(models))))
+    widest = max((widths.text_px(str(m), font_px=10.0) for m in models), default=0.0)
     base = alt.Chart(data).encode(y=alt.Y("version:N", sort=order, title=None),
-                                  x=alt.X("model:N", title=None, axis=alt.Axis(labelAngle=0, orient="top")))
+                                  x=alt.X("model:N", title=None, axis=alt.Axis(
+                                      labelAngle=0 if widest < column - 6 else -40, orient="top")))
     heat = base.mark_rect().encode(
         color=alt.Color("soft:Q", scale=alt.Scale(scheme="redblue", domain=[0, 1], reverse=True), title="soft"),
         tooltip=["model", "version", alt.Tooltip("soft:Q", format=".3f"), "choice"])
@@ -320,7 +345,7 @@ def case_heatmap(case: pd.DataFrame, title: str = "") -> alt.LayerChart:
         alt.datum.choice != "stereotyped")
     bold = base.mark_text(fontSize=11, fontWeight="bold").encode(text=alt.Text("soft:Q", format=".2f")).transform_filter(
         alt.datum.choice == "stereotyped")
-    return (heat + plain + bold).properties(width=110 * data["model"].nunique(), height=24 * len(order), title=title)
+    return (heat + plain + bold).properties(width=column * len(models), height=24 * len(order), title=title)
 
 
 

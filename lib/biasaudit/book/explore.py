@@ -22,6 +22,7 @@ import pandas as pd
 import vl_convert
 
 from biasaudit.analyses.scores import item_scores, paired_with_english
+from biasaudit.book import widths
 from biasaudit.book.fonts import FAMILIES
 from biasaudit.data.languages import language_label
 
@@ -126,9 +127,13 @@ def moved_most(pairs: pd.DataFrame, per_cell: int) -> pd.DataFrame:
     return top.assign(rank=top.groupby(["model", "language"]).cumcount() + 1).reset_index(drop=True)
 
 
-# Width (px) of each text column of the item list under an explorable heatmap: with the change column,
-# the list fits the book's article column (about 770 px) without scrolling sideways.
-_TEXT_WIDTH = 300
+# The item list under an explorable heatmap: its change column, the gap between columns, the text's size
+# and line height (px). Its two text columns share what is left of the reader's text column.
+_CHANGE_WIDTH = 55
+_SPACING = 8
+_TEXT_PX = 11.0
+_LINE_PX = 14
+_ROW_GAP_PX = 6
 
 
 def _language_names(data: pd.DataFrame) -> pd.DataFrame:
@@ -171,20 +176,62 @@ def _no_texts(texts: pd.DataFrame) -> str:
     return ""
 
 
-def _item_list(items: pd.DataFrame, pick: alt.Parameter) -> alt.HConcatChart:
-    """The items of the picked cell, one line each: the change, the English and the translated text."""
+def wrapped(text: str, width_px: float, font_px: float = _TEXT_PX) -> list[str]:
+    """`text` cut into lines no wider than `width_px` at `font_px` (the book's fonts), at spaces, and
+    anywhere in a word that alone is wider (a chart cannot wrap its text; a cut word loses nothing)."""
+    lines: list[str] = []
+    line = ""
+    for word in text.split():
+        trial = f"{line} {word}" if line else word
+        if widths.text_px(trial, font_px=font_px) <= width_px:
+            line = trial
+            continue
+        if line:
+            lines.append(line)
+        line = ""
+        for char in word:
+            if line and widths.text_px(line + char, font_px=font_px) > width_px:
+                lines.append(line)
+                line = ""
+            line += char
+    return [*lines, line] if line else lines
+
+
+def _axis_px(labels: pd.Series) -> float:
+    """About how far a heatmap's y axis (its labels at 10 px, its title) reaches left of the cells."""
+    longest = max((widths.text_px(str(label), font_px=10.0) for label in labels), default=0.0)
+    return longest + 35.0
+
+
+def _item_list(items: pd.DataFrame, pick: alt.Parameter, axis_px: float) -> alt.HConcatChart:
+    """The items of the picked cell: the change, the English and the translated text, each text wrapped
+    to lines, side by side. The list sits under the heatmap's cells, `axis_px` right of the chart's
+    edge, and fits the reader's text column (`widths.TEXT_COLUMN_PX`)."""
+    text_px = (widths.TEXT_COLUMN_PX - 30 - axis_px - _CHANGE_WIDTH - 2 * _SPACING) / 2  # 30: the chart's padding
     scores, texts, english = _split_texts(items)
+    texts = texts.assign(lines=[wrapped(str(t), text_px - 4) for t in texts["context"]])
+    english = english.assign(en_lines=[wrapped(str(t), text_px - 4) for t in english["en_context"]])
+    # each line of the list starts below the one before it in its cell: as many text lines as its longer text
+    height_of = scores["item_id"].map(texts.set_index("item_id")["lines"].map(len)).fillna(1).clip(lower=1)
+    height_of = height_of.combine(scores["base_id"].map(english.set_index("base_id")["en_lines"].map(len)).fillna(1),
+                                  max) * _LINE_PX + _ROW_GAP_PX
+    scores = scores.sort_values(["model", "language", "rank"]).assign(height=height_of)
+    scores = scores.assign(top=scores.groupby(["model", "language"])["height"].cumsum() - scores["height"])
+    texts = texts.assign(context=texts["lines"].map("\n".join)).drop(columns="lines")
+    english = english.assign(en_context=english["en_lines"].map("\n".join)).drop(columns="en_lines")
+    height = int(scores.groupby(["model", "language"])["height"].sum().max()) if len(scores) else _LINE_PX
     base = _with_texts(alt.Chart(scores), texts, english).transform_filter(pick).encode(
-        y=alt.Y("rank:O", axis=None), tooltip=_item_tooltip())
-    change = base.mark_text(align="right").encode(x=alt.value(50), text=alt.Text("change:Q", format="+.3f"))
-    in_english = base.mark_text(align="left", limit=_TEXT_WIDTH - 10).encode(x=alt.value(0), text="en_context:N")
-    translated = base.mark_text(align="left", limit=_TEXT_WIDTH - 10).encode(x=alt.value(0), text="context:N")
-    height = 18 * int(items["rank"].max() if len(items) else 1)
+        y=alt.Y("top:Q", axis=None, scale=None), tooltip=_item_tooltip())
+    text = {"baseline": "top", "lineBreak": "\n", "lineHeight": _LINE_PX, "fontSize": _TEXT_PX}
+    change = base.mark_text(align="right", **text).encode(x=alt.value(_CHANGE_WIDTH - 5),
+                                                         text=alt.Text("change:Q", format="+.3f"))
+    in_english = base.mark_text(align="left", **text).encode(x=alt.value(0), text="en_context:N")
+    translated = base.mark_text(align="left", **text).encode(x=alt.value(0), text="context:N")
     return alt.hconcat(
-        change.properties(width=55, height=height, title="change"),
-        in_english.properties(width=_TEXT_WIDTH, height=height, title="English"),
-        translated.properties(width=_TEXT_WIDTH, height=height, title="translated"),
-        spacing=8)
+        change.properties(width=_CHANGE_WIDTH, height=height, title="change"),
+        in_english.properties(width=text_px, height=height, title="English"),
+        translated.properties(width=text_px, height=height, title="translated"),
+        spacing=_SPACING)
 
 
 def cell_explorer(cells: pd.DataFrame, items: pd.DataFrame, *, tooltip: list, title: str) -> Explorable:
@@ -205,7 +252,7 @@ def cell_explorer(cells: pd.DataFrame, items: pd.DataFrame, *, tooltip: list, ti
                                    y=alt.Y("model:N", title="model"))
     heat = base.mark_rect(strokeWidth=3).encode(
         color=alt.Color("drop:Q", scale=alt.Scale(scheme="redblue", domain=[-limit, limit], reverse=True),
-                        title="drop"),
+                        title="drop", legend=alt.Legend(orient="top", direction="horizontal")),
         stroke=alt.condition(pick, alt.value("black"), alt.value(None)),
         tooltip=[alt.Tooltip("model:N"), alt.Tooltip("language_name:N", title="language"), *tooltip],
     ).add_params(pick)
@@ -214,7 +261,7 @@ def cell_explorer(cells: pd.DataFrame, items: pd.DataFrame, *, tooltip: list, ti
         text = text + base.mark_text(dy=-11, fontSize=14).encode(text="mark:N")
     heatmap = (heat + text).properties(width=60 * cells["language"].nunique(),
                                        height=36 * cells["model"].nunique(), title=title)
-    chart = alt.vconcat(heatmap, _item_list(items, pick), spacing=18)
+    chart = alt.vconcat(heatmap, _item_list(items, pick, _axis_px(cells["model"])), spacing=18)
     how = ("Hover a cell for its numbers; click it to list below the items whose score moved most in it (change = "
            "translated − English soft score), English and translated side by side; hover a line to read the whole "
            "item.")

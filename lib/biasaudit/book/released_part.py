@@ -58,6 +58,7 @@ class PartSource:
 
     folder: Path | None
     how: str
+    params_file: str = "params/released.yml"
 
 
 def released_source(params: RunParams) -> PartSource:
@@ -71,6 +72,11 @@ def released_source(params: RunParams) -> PartSource:
     download stops the run before any chapter); "off" and a main run that itself reads the
     released scores build no part.
     """
+    part = _released_source(params)
+    return PartSource(part.folder, part.how, params.released_params)
+
+
+def _released_source(params: RunParams) -> PartSource:
     setting = params.released_study
     if setting == "off":
         return PartSource(None, "released_study: off in the params, so no released part was built")
@@ -118,16 +124,17 @@ def download_failure(message: str) -> str:
     return f"the download from {release_files.RELEASED_REPOSITORY} failed: {cause}"
 
 
-def part_params(source: Path) -> RunParams:
-    """params/released.yml with its scores read from `source`."""
-    values = yaml.safe_load(project_path(RELEASED_PARAMS).read_text(encoding="utf-8"))
+def part_params(source: Path, params_file: str | Path = RELEASED_PARAMS) -> RunParams:
+    """The part's params file (params/released.yml unless the main params' `released_params` names
+    another) with its scores read from `source`."""
+    values = yaml.safe_load(project_path(params_file).read_text(encoding="utf-8"))
     values = {key: value for key, value in values.items() if key not in BOOK_KEYS}
-    return validate_params({**values, "released_scores": str(source)}, f"{RELEASED_PARAMS} (released study)")
+    return validate_params({**values, "released_scores": str(source)}, f"{params_file} (released study)")
 
 
-def part_values(params: RunParams) -> dict:
-    """What the part passes to papermill: the keys params/released.yml sets, and the folder."""
-    given = [key for key in yaml.safe_load(project_path(RELEASED_PARAMS).read_text(encoding="utf-8"))
+def part_values(params: RunParams, params_file: str | Path = RELEASED_PARAMS) -> dict:
+    """What the part passes to papermill: the keys its params file sets, and the folder."""
+    given = [key for key in yaml.safe_load(project_path(params_file).read_text(encoding="utf-8"))
              if key not in BOOK_KEYS]
     return {key: getattr(params, key) for key in dict.fromkeys([*given, "released_scores"])}
 
@@ -216,11 +223,12 @@ def index_page(main_params_path: str | Path, part: PartSource, chapters: list[st
     if source is None:
         return text + (f"This build: {part.how}. So this part of the book holds no chapters, and no page of this "
                        f"build shows results from the released study. To add it, {GET_THEM}\n")
-    params = part_params(source)
+    params = part_params(source, part.params_file)
     models = released_models_in(source)
     side = verdicts_side_by_side(main, params)
     rows = markdown_table(pd.DataFrame(
-        [(f"`{k}`", f"`{v!r}`") for k, v in part_values(params).items()], columns=["parameter", "value"]))
+        [(f"`{k}`", f"`{v!r}`") for k, v in part_values(params, part.params_file).items()],
+        columns=["parameter", "value"]))
     listed = "\n".join(f"- []({name})" for name in chapters)
     left_out = "\n".join(f"- [](../analyses/{name}): {why}" for name, why in NOT_IN_PART.items())
     return text + f"""The chapters of this part run on the item scores the paper "Lost in Translation" released:
@@ -238,7 +246,7 @@ The rule behind each verdict is on [the verdict page](22_verdict). {comparison_t
 
 ## Parameters
 
-The part runs with `{RELEASED_PARAMS}`, its scores read from the folder above:
+The part runs with `{Path(part.params_file).as_posix()}`, its scores read from the folder above:
 
 {rows}
 

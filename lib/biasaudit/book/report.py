@@ -6,8 +6,10 @@ tables and figures. Tables are shown for reading (`readable`): named columns, ro
 counts as integers, no positional index, no all-empty columns, long text wrapped, and any text
 from the data escaped, so an item that contains `<script>` or `**bold**` shows as written. A
 column that holds one value in every row of a longer table is said once, in the caption ("in every
-row: items 64"), so that a table keeps to the columns that differ and fits the page
-(`check_html.wide_tables`).
+row: items 64"), so that a table keeps to the columns that differ. A table that would still be wider
+than the reader's text column (`widths.TEXT_COLUMN_PX`, measured with the book's fonts) is shown as
+several tables one under the other, each led by the columns that name a row (`SplitTable`), so no
+column is ever cut off; Korean text keeps its words whole where a cell wraps.
 """
 
 from __future__ import annotations
@@ -21,12 +23,14 @@ import pandas as pd
 from IPython.display import Markdown
 from myst_nb import glue
 
+from biasaudit.book import widths
 from biasaudit.book.prose import spoken_list  # noqa: F401  (chapters import it from here)
 
-# Wrap long text in table cells instead of stretching the page.
+# Wrap long text in table cells instead of stretching the page (the cells' font size is _static/book.css's;
+# `widths` measures with both).
 _CELL_STYLE = [{"selector": "td", "props": [("white-space", "normal"), ("max-width", "28em"),
-                                            ("vertical-align", "top"), ("padding", "0.15em 0.6em")]},
-               {"selector": "th", "props": [("text-align", "left"), ("padding", "0.15em 0.6em")]}]
+                                            ("vertical-align", "top"), ("padding", "0.15em 0.5em")]},
+               {"selector": "th", "props": [("text-align", "left"), ("padding", "0.15em 0.5em")]}]
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,9 @@ class TableStyle:
     caption: str = ""
     fold_constant: bool = True  # columns with one value in every row (of 2 or more) go to the caption
     transpose: bool = False  # one column per row of the table (few rows, many measures), first column as headers
+    # The leading columns that name a row, repeated in each part of a table split to fit the page; None: the
+    # leading text columns (at most two).
+    keys: int | None = None
 
 
 def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
@@ -82,12 +89,73 @@ def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
         said = "; ".join(f"{column} {_written(shown[column].iloc[0], formats.get(column))}" for column in folded)
         caption = f"{caption} In every row: {said}.".strip()
         shown = shown.drop(columns=folded)
-    styler = shown.style.format({c: f for c, f in formats.items() if c in shown.columns}, na_rep="",
-                                escape="html").hide(axis="index")
-    styler = styler.set_table_styles(_CELL_STYLE)
+    formats = {c: f for c, f in formats.items() if c in shown.columns}
+    lead, parts = fitting_parts(shown, formats, style.keys)
+    if len(parts) == 1:
+        return _styled(shown, formats, caption)
+    return SplitTable([_styled(shown[lead + own], formats, caption if k == 1 else
+                               f"The table above, continued ({k} of {len(parts)}): {spoken_list([str(c) for c in own])}.")
+                       for k, own in enumerate(parts, 1)])
+
+
+def _styled(shown: pd.DataFrame, formats: dict[str, Any], caption: str):
+    styler = shown.style.format(formats, na_rep="", escape="html").hide(axis="index")
+    styler = styler.set_table_styles(_CELL_STYLE).map(_keep_korean_words)
     if caption:
         styler = styler.set_caption(html.escape(caption))
     return styler
+
+
+def _keep_korean_words(value: Any) -> str:
+    """Korean breaks between any two syllables by default; keep its words whole, as Korean is written."""
+    return "word-break: keep-all" if isinstance(value, str) and any("\uac00" <= c <= "\ud7af" for c in value) else ""
+
+
+class SplitTable:
+    """A table shown as several, one under the other (each a pandas Styler), where one would not fit."""
+
+    def __init__(self, parts: list) -> None:
+        self.parts = parts
+
+    def to_html(self) -> str:
+        return "\n".join(part.to_html() for part in self.parts)
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+
+def shown_text(shown: pd.DataFrame, formats: dict[str, Any]) -> list[list[str]]:
+    """Every body cell of `shown` as the page writes it."""
+    return [["" if pd.isna(v) else _written(v, formats.get(c)) for v in shown[c]] for c in shown.columns]
+
+
+def fitting_parts(shown: pd.DataFrame, formats: dict[str, Any], keys: int | None = None,
+                  limit: float = widths.TEXT_COLUMN_PX) -> tuple[list, list[list]]:
+    """(key columns, the other columns of each table to show): one table where it fits `limit` px,
+    else the fewest tables that fit, the other columns dealt out evenly and in order, each table led
+    by the key columns (the leading text columns, at most two, unless `keys` says)."""
+    columns = list(shown.columns)
+    text = shown_text(shown, formats)
+    width = {c: widths.column_widths([str(c)], [[v] for v in cells])[0] for c, cells in zip(columns, text)}
+
+    def fits(group: list) -> bool:
+        return widths.table_px([width[c] for c in group]) <= limit
+
+    if fits(columns) or len(columns) < 3:
+        return [], [columns]
+    if keys is None:
+        keys = 1
+        while keys < 2 and keys < len(columns) - 2 and not pd.api.types.is_numeric_dtype(shown.iloc[:, keys]):
+            keys += 1
+    lead, rest = columns[:keys], columns[keys:]
+    greedy: list[list] = []
+    for column in rest:
+        if greedy and fits(lead + greedy[-1] + [column]):
+            greedy[-1].append(column)
+        else:
+            greedy.append([column])
+    even = [list(chunk) for chunk in np.array_split(np.array(rest, dtype=object), len(greedy))]
+    return lead, even if all(fits(lead + part) for part in even) else greedy
 
 
 def interval_column(low: pd.Series, high: pd.Series, decimals: int = 3) -> list[str]:

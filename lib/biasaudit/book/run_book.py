@@ -180,8 +180,8 @@ def run(params_path: str | Path, only: list[str] | None = None, out_dir: Path | 
         released_study.clear_part(folder)
         chapters = released_study.part_chapters(names) if released.folder is not None else []
         if chapters:
-            part = released_study.part_params(released.folder)
-            ran = run_notebooks(released_study.part_values(part), chapters, folder,
+            part = released_study.part_params(released.folder, released.params_file)
+            ran = run_notebooks(released_study.part_values(part, released.params_file), chapters, folder,
                                 f"the released scores in {released.folder}", jobs)
             timings += [(f"released/{name}", seconds) for name, seconds in ran]
             for name in chapters:

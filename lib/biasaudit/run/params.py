@@ -36,7 +36,7 @@ DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]
 
 
 # Keys of a params file that the book runner reads itself; no notebook declares them.
-BOOK_KEYS: frozenset[str] = frozenset({"released_study"})
+BOOK_KEYS: frozenset[str] = frozenset({"released_study", "released_params"})
 
 
 class ParamsError(ValueError):
@@ -94,6 +94,15 @@ class BookParams(_Section):
                           description="folder under runs/ that holds this run's tables")
     released_study: str = Field("auto", description='the book\'s released-study part: "auto" (the scores when '
                                                     'already on this machine), a folder, "download", or "off"')
+    released_params: str = Field("params/released.yml", description="the params file the released-study part runs "
+                                                                    "with (its permutation and bootstrap counts)")
+
+    @field_validator("released_params")
+    @classmethod
+    def _params_file_exists(cls, path: str) -> str:
+        if not project_path(path).is_file():
+            raise ValueError(f"{path}: no such params file")
+        return path
 
 
 class ItemParams(_Section):

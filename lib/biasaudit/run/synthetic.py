@@ -3,6 +3,7 @@ run's scores, for the scale tests and the benchmarks (no model is run)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -96,3 +97,105 @@ def write_synthetic_run(run_name: str, params, models: list[str], *, seed: int =
     store = ScoreStore(run_dir(run_name))
     store.clear()
     store.append(synthetic_scores(items, models, seed=seed))
+
+
+# The shape of the paper's release (HarshKumar3014/MultiLLMs, results/v2): English bases per category
+# (the handcrafted ones under the paper's own id prefixes), the eight languages as the files write them,
+# the three round-trip pivots with the seed each was drawn with.
+RELEASE_CATEGORIES: dict[str, tuple[str, int]] = {
+    "stereoset_profession": ("ss", 50), "stereoset_race": ("ss", 50), "stereoset_gender": ("ss", 50),
+    "stereoset_religion": ("ss", 50), "bbq_Age": ("bbq_Age", 30), "bbq_Gender_identity": ("bbq_Gender_identity", 30),
+    "bbq_Race_ethnicity": ("bbq_Race_ethnicity", 30), "bbq_Religion": ("bbq_Religion", 30),
+    "bbq_Nationality": ("bbq_Nationality", 30), "gender_profession": ("gp", 15), "race_trait": ("rt", 7),
+    "gender_trait": ("gt", 5), "age_competence": ("ac", 5), "religion": ("re", 5),
+}
+RELEASE_LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "zh-CN", "ar", "ko", "sw", "hi")
+RELEASE_PIVOTS: dict[str, int] = {"de": 0, "ja": 1, "fi": 2}
+# How far each language's made-up scores lean below English (soft-score units, roughly): three clear
+# shifts and four languages within the rewording scatter, so every verdict has rows to show.
+_MADE_UP_SHIFT: dict[str, float] = {"es": 0.02, "fr": 0.0, "zh-CN": 0.03, "ar": 0.04, "ko": 0.25, "sw": 0.35,
+                                    "hi": 0.3}
+
+
+def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fraction: float = 1.0,
+                    seed: int = 0) -> list[str]:
+    """Write a release in the paper's file layout with made-up numbers and no source files at all: the
+    item and noise-floor files of each of `models`, label_fix.json, and the paper's ablation and
+    spike-in tables (pipeline_ablation.csv, spike_in_null.csv).
+
+    For checking the released part at the study's shape (every category, language, pivot and model the
+    paper has; `fraction` of its 387 English bases per category, at least two) where the real files
+    are not at hand. Every number is invented: StereoSet rows are stored with their two contrasting
+    columns swapped and BBQ rows as they are, as label_fix.json (also written here) says, two BBQ items
+    are dropped by it, and a few translations collapse (equal log-probs for all models). Returns the
+    models written.
+    """
+    target = Path(target)
+    target.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng([seed, 7])
+    bases: list[tuple[str, str]] = []  # (base id, category)
+    for category, (prefix, count) in RELEASE_CATEGORIES.items():
+        n = max(2, round(count * fraction))
+        start = len([b for b, c in bases if b.startswith(prefix)])
+        width = 4 if prefix == "ss" else 3
+        bases += [(f"{prefix}_{start + i:0{width}d}", category) for i in range(n)]
+    ids = [b for b, _ in bases]
+    stereoset = [b for b, c in bases if c.startswith("stereoset_")]
+    bbq = [b for b, c in bases if c.startswith("bbq_")]
+    swap = {"stereotype": "anti_stereotype", "anti_stereotype": "stereotype", "unrelated": "unrelated"}
+    same = {role: role for role in swap}
+    mapping: dict[str, dict[str, str] | None] = {b: swap for b in stereoset}
+    mapping.update({b: same for b in bbq})
+    mapping.update({b: None for b in bbq[:: max(1, len(bbq) // 2)][:2]})
+    preference = rng.normal(0.25, 0.6, size=len(ids))
+    collapsed = rng.random((len(ids), len(RELEASE_LANGUAGES))) < 0.01
+    collapsed[:, 0] = False
+    (target / "label_fix.json").write_text(json.dumps({"map": mapping}, indent=1), encoding="utf-8")
+    for k, model in enumerate(models):
+        draw = np.random.default_rng([seed, k])
+        lean = draw.normal(0.0, 0.15)
+        english = preference + lean
+        rows, noise = [], []
+        for j, language in enumerate(RELEASE_LANGUAGES):
+            if language == "en":
+                contrast = english
+            else:
+                contrast = 0.5 * english + draw.normal(0.0, 0.5, len(ids)) - 4 * _MADE_UP_SHIFT[language]
+            for i, (base, category) in enumerate(bases):
+                rows.append(_made_up_row(draw, model, f"{base}_{language}", contrast[i], collapsed[i, j],
+                                         mapping.get(base), base_prompt_id=base, language=language,
+                                         category=category, layer="A",
+                                         context=f"Context of {base} in {language}."))
+        for i, base in enumerate(ids):
+            noise.append(next(r for r in rows if r["prompt_id"] == f"{base}_en") | {"seed": -1, "pivot": "none"})
+            for pivot, pivot_seed in RELEASE_PIVOTS.items():
+                contrast = 0.8 * english[i] + draw.normal(0.0, 0.3)
+                noise.append(_made_up_row(draw, model, f"{base}_en", contrast, False, mapping.get(base),
+                                          seed=pivot_seed, pivot=pivot))
+        pd.DataFrame(rows).to_csv(target / f"{model}_checkpoint.csv", index=False)
+        pd.DataFrame(noise)[["model", "prompt_id", "seed", "pivot", *LOGPROB_COLUMNS, "stereotype_score"]] \
+            .to_csv(target / f"{model}_noise_floor.csv", index=False)
+    ablation = [{"scorer": scorer, "labels": labels, "en_ss": 0.5 + 0.01 * n, "en_bin": 0.45 + 0.05 * n,
+                 "neg": 30 + 10 * n, "sig": 7 * n, "sig_raw": 8 * n, "gap_lo": 0.005 * (1 + n),
+                 "gap_hi": 0.015 * (1 + n), "slope_tr": 0.2 + 0.02 * n, "slope_rw": 0.45 + 0.05 * n,
+                 "inf_rows": 890 if scorer == "v1" else 0}
+                for n, (scorer, labels) in enumerate([("v1", "raw"), ("v1", "fixed"), ("v2", "raw"), ("v2", "fixed")])]
+    pd.DataFrame(ablation).to_csv(target / "pipeline_ablation.csv", index=False)
+    deltas = [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5]
+    pd.DataFrame({"delta": deltas, "shift": [d / 5 for d in deltas], "power": [min(1.0, 2 * d) for d in deltas],
+                  "false_pos": 0.0}).to_csv(target / "spike_in_null.csv", index=False)
+    return list(models)
+
+
+def _made_up_row(draw: np.random.Generator, model: str, prompt_id: str, contrast: float, collapsed: bool,
+                 roles: dict[str, str] | None, **fields) -> dict:
+    """One released row: log-probs whose stereotype − anti-stereotype difference is `contrast` (0 where
+    collapsed), stored in the columns `roles` (label_fix.json's map) says hold them."""
+    anti = draw.normal(-3.0, 0.5) - max(contrast, 0.0)
+    true = {"stereotype": anti + (0.0 if collapsed else contrast), "anti_stereotype": anti,
+            "unrelated": anti - draw.gamma(2.0, 1.0)}
+    roles = roles or {role: role for role in true}
+    stored = {f"logprob_{roles[role]}": round(min(value, 0.0), 6) for role, value in true.items()}
+    score = 1 / (1 + np.exp(-(stored["logprob_stereotype"] - stored["logprob_anti_stereotype"])))
+    return {"model": model, "prompt_id": prompt_id, **fields, **{c: stored[c] for c in LOGPROB_COLUMNS},
+            "stereotype_score": round(float(score), 6)}

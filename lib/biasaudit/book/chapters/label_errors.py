@@ -30,11 +30,19 @@ EXAMPLE_STYLE = TableStyle(columns={
     "ntok_anti_stereotyped": "tokens (anti)", "soft": "soft", "choice": "choice"}, empty="")
 # Every table of this chapter sits under a sentence that says why it is empty when it is.
 QUIET = TableStyle(empty="")
+# The paper's pipeline_ablation.csv, its columns in words (the file's own names in the sentence above it).
+ABLATION_STYLE = TableStyle(columns={
+    "scorer": "scorer", "labels": "labels", "en_ss": "English soft", "en_bin": "English binary",
+    "neg": "cells below English", "sig": "reliable cells", "sig_raw": "p < 0.05 before correction",
+    "gap_lo": "gap interval, low", "gap_hi": "gap interval, high", "slope_tr": "slope (translation)",
+    "slope_rw": "slope (rewording)", "inf_rows": "rows with an empty continuation"}, empty="")
 ABLATION_TEXT = (
     "The release folder also holds the paper's own ablation (pipeline_ablation.csv, all ten models; scorer v1 had "
-    "the boundary error, v2 is fixed; labels raw or fixed), shown below as published: the English soft score "
-    "(en_ss), binary score (en_bin), cells below English (neg), reliable cells (sig), the interval of the gap, the "
-    "slopes for translation and rewording, and the rows with an empty continuation (inf_rows).")
+    "the boundary error, v2 is fixed; labels raw or fixed), shown below as published, its columns named in words: "
+    "the English soft score (en_ss in the file), binary score (en_bin), cells below English (neg), reliable cells "
+    "(sig) and, as we read the file's sig_raw (its counts are never below sig's), cells with p < 0.05 before the "
+    "correction, the interval of the gap (gap_lo, gap_hi), the slopes for translation and rewording (slope_tr, "
+    "slope_rw), and the rows with an empty continuation (inf_rows).")
 NO_ABLATION = ("The paper's own ablation of these errors (pipeline_ablation.csv) is not in a release folder on this "
                "machine, so it is not shown.")
 NAMES = {"stereoset": "StereoSet", "bbq": "BBQ"}
@@ -271,7 +279,7 @@ def report(params: RunParams) -> Report:
     out.values["as_run_text"] = as_run_text(released_as_run, released_errors)
     ablation = folder / "pipeline_ablation.csv" if folder is not None else None
     has_ablation = ablation is not None and ablation.exists()
-    out.add_table("paper_ablation", pd.read_csv(ablation) if has_ablation else pd.DataFrame(), QUIET)
+    out.add_table("paper_ablation", pd.read_csv(ablation) if has_ablation else pd.DataFrame(), ABLATION_STYLE)
     out.values["ablation_text"] = ABLATION_TEXT if has_ablation else NO_ABLATION
     out.values["summary_text"] = summary_text([not out.tables[f"example_{k}"].empty for k in (1, 2, 3)], errors,
                                               per_source, released_errors)
