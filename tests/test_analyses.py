@@ -24,7 +24,8 @@ def test_item_scores_soft_binary_strength_fluency():
     table.loc[2, "third_kind"] = "unknown"
     scored = analyses.item_scores(table)
     np.testing.assert_allclose(scored["soft"], [0.8, 0.5, 0.3])
-    assert scored["binary"].tolist() == [1.0, 0.5, 0.0]
+    # the paper's rule: a tie (soft 0.5) is not a stereotyped choice; it is marked as a tie
+    assert scored["binary"].tolist() == [1.0, 0.0, 0.0] and scored["tie"].tolist() == [False, True, False]
     np.testing.assert_allclose(scored["strength"], [0.3, 0.0, 0.2])
     np.testing.assert_allclose(scored["fluency"][:2], [expit(3.0), expit(3.0)])
     assert np.isnan(scored["fluency"][2]), "fluency only where the third option is unrelated"
@@ -77,9 +78,8 @@ def test_language_drops_by_hand(two_models):
     mean, (low, high) = per_model.mean(), sps.t.interval(0.95, 1, loc=per_model.mean(), scale=sps.sem(per_model))
     assert drops.loc["sw", "drop"] == pytest.approx(mean)
     assert (drops.loc["sw", "drop_low"], drops.loc["sw", "drop_high"]) == pytest.approx((low, high))
-    # The paper's carry-over slope: the items of both models pooled, each model's means taken out.
-    x = sw.soft_en - sw.groupby("model").soft_en.transform("mean")
-    y = sw.soft - sw.groupby("model").soft.transform("mean")
+    # The paper's carry-over slope: one least-squares line through the items of both models as they are.
+    x, y = sw.soft_en - sw.soft_en.mean(), sw.soft - sw.soft.mean()
     assert drops.loc["sw", "slope"] == pytest.approx((x * y).sum() / (x * x).sum())
     per_model = [np.polyfit(g.soft_en, g.soft, 1)[0] for _, g in sw.groupby("model")]
     assert abs(drops.loc["sw", "slope"] - np.mean(per_model)) > 1e-6, "the case tells pooling from averaging"

@@ -178,8 +178,8 @@ def test_noise_floor_by_route(table, scored):
     assert floor.loc["human-2", "share_unchanged"] == 1.0
     pairs = analyses.english_rewording_pairs(scored)
     h2 = pairs[pairs.via == "human-2"]
-    fit = smf.ols("soft ~ soft_en + C(model)", data=h2).fit()  # a level per model: the pooled within-model slope
-    assert floor.loc["human-2", "slope"] == pytest.approx(fit.params["soft_en"])
+    # the paper's slope: one least-squares line through every model × item pair (numpy's polyfit)
+    assert floor.loc["human-2", "slope"] == pytest.approx(np.polyfit(h2["soft_en"], h2["soft"], 1)[0])
     assert floor.loc["human-2", "same_choice"] == pytest.approx((h2.binary == h2.binary_en).mean())
     per_model = cells.groupby("model")["floor"].mean()  # a model's floor: the mean over its routes
     assert floor.loc["all routes", "floor"] == pytest.approx(per_model.median())
@@ -301,22 +301,36 @@ def test_carry_over_table_one_model_matches_linregress(table):
         assert row["n_pairs"] == len(chunk)
 
 
-def test_carry_over_table_pools_models_within_model(table):
-    out = analyses.carry_over_table(table, options=StudyOptions(n_bootstrap=300, seed=3)).set_index(["change", "group"])
-    pairs = analyses.carry_over_pairs(table)
+def test_carry_over_table_pools_every_pair_as_the_paper_and_within_models_beside(table):
+    # Two models whose scores sit at different levels: pooling as they are and within models then differ.
+    shifted = table.copy()
+    m2 = shifted["model"] == "m2"
+    for option in ("stereotyped",):  # lift m2's stereotyped log-probs: its soft scores rise everywhere
+        shifted.loc[m2, f"lp_mean_{option}"] += 0.6
+        shifted.loc[m2, f"lp_sum_{option}"] += 0.6 * shifted.loc[m2, f"ntok_{option}"]
+    out = analyses.carry_over_table(shifted, options=StudyOptions(n_bootstrap=300, seed=3)).set_index(
+        ["change", "group"])
+    pairs = analyses.carry_over_pairs(shifted)
     chunk = pairs[pairs.change == "translation"]
-    # Least squares with a level per model (statsmodels) is the within-model pooled slope.
-    fit = smf.ols("after ~ before + C(model)", data=chunk).fit()
     row = out.loc[("translation", "all")]
-    assert row["slope"] == pytest.approx(fit.params["before"])
+    # The paper's: a least-squares line through every model × item pair as it is (numpy's polyfit).
+    assert row["slope"] == pytest.approx(np.polyfit(chunk["before"], chunk["after"], 1)[0])
+    assert row["r"] == pytest.approx(np.corrcoef(chunk["before"], chunk["after"])[0, 1])
+    assert row["sd_ratio"] == pytest.approx(chunk["after"].std() / chunk["before"].std())
+    # Within models: least squares with a level per model (statsmodels).
+    fit = smf.ols("after ~ before + C(model)", data=chunk).fit()
+    assert row["slope_within"] == pytest.approx(fit.params["before"])
     centred = chunk.assign(x=chunk["before"] - chunk.groupby("model")["before"].transform("mean"),
                            y=chunk["after"] - chunk.groupby("model")["after"].transform("mean"))
-    assert row["r"] == pytest.approx(np.corrcoef(centred["x"], centred["y"])[0, 1])
+    assert row["r_within"] == pytest.approx(np.corrcoef(centred["x"], centred["y"])[0, 1])
+    assert abs(row["slope"] - row["slope_within"]) > 0.01, "the models' levels differ, so the two fits do"
     assert row["n_models"] == 2 and row["n_items"] == 12 and row["n_pairs"] == 48
+    assert analyses.carry_point(analyses.paired_with_english(analyses.item_scores(shifted)))["slope"] == \
+        pytest.approx(row["slope"])
 
     # Its bootstrap interval, written slowly with the general cluster bootstrap and the same seed.
     def slope(sample: pd.DataFrame) -> float:
-        return float(smf.ols("after ~ before + C(model)", data=sample).fit().params["before"])
+        return float(np.polyfit(sample["before"], sample["after"], 1)[0])
 
     ordered = chunk.assign(order=chunk["base_id"].map({b: k for k, b in enumerate(chunk["base_id"].unique())}))
     reference = stats.cluster_bootstrap(ordered.sort_values("order", kind="stable"), cluster="base_id",
@@ -384,7 +398,7 @@ def test_cell_tests_languages_filter_and_spread(table, scored):
 
 def test_every_chapter_gives_one_carry_over_slope(table):
     """Chapters 10 (per-language table), 11 (floor per route) and 13 (carry-over table) give the paper's
-    pooled within-model slope for the same pairs (chapter 20's ablation calls `carry_point` too)."""
+    slope (every pair pooled) for the same pairs (chapter 20's ablation calls `carry_point` too)."""
     options = StudyOptions(n_permutations=200, n_bootstrap=50, seed=1)
     drops = analyses.language_drops(table, options=options).set_index("language")
     carry = analyses.carry_over_table(table, options=options).set_index(["change", "group"])

@@ -108,9 +108,8 @@ def test_by_source_carry_over_and_a_source_without_translations(three_sources):
     # translated = 0.5 + (english − 0.5) / 2 + a shift that depends on the item: slope by least squares
     pairs = analyses.paired_with_english(scored)
     mine = pairs.loc[pairs["source"] == "written"]
-    centred = mine.assign(x=mine["soft_en"] - mine.groupby("model")["soft_en"].transform("mean"),
-                          y=mine["soft"] - mine.groupby("model")["soft"].transform("mean"))
-    assert result.loc["written", "slope_translation"] == pytest.approx((centred.x * centred.y).sum() / (centred.x ** 2).sum())
+    # the paper's slope: every model × item pair pooled as it is (numpy's polyfit)
+    assert result.loc["written", "slope_translation"] == pytest.approx(np.polyfit(mine["soft_en"], mine["soft"], 1)[0])
 
 
 def test_by_source_with_custom_groups(three_sources):
@@ -197,7 +196,7 @@ def test_faithful_only_needs_the_columns(faithful_case):
 def test_against_rewording_by_hand(faithful_case):
     scores, similarity = faithful_case
     result = analyses.against_rewording(scores, similarity, options=StudyOptions(n_permutations=500, n_bootstrap=300))
-    assert list(dict.fromkeys(result["subset"])) == ["all items", "fully preserved", "without StereoSet"]
+    assert list(dict.fromkeys(result["subset"])) == ["all items", "faithful in every language", "without StereoSet"]
     everything = result.loc[result["subset"] == "all items"].set_index("language")
     # per item: translation drop 0.2 or 0.05, rewording drop 0.02
     excess = {"es": [0.18] + [0.03] * 5, "sw": [0.18] * 3 + [0.03] * 3}
@@ -206,13 +205,23 @@ def test_against_rewording_by_hand(faithful_case):
         assert everything.loc[language, "rewording_drop"] == pytest.approx(0.02)
         assert everything.loc[language, "p"] == pytest.approx(sign_flip_pvalue(np.array(d), rng=np.random.default_rng(0)))
     assert np.allclose(everything["q"], multipletests(everything["p"], method="fdr_bh")[1])
-    preserved = result.loc[result["subset"] == "fully preserved"]
+    preserved = result.loc[result["subset"] == "faithful in every language"]
     assert set(preserved["n_items"]) == {2}, "b3 and b4 are faithful in both languages (b5/sw is unjudged)"
     assert preserved["excess_drop"].tolist() == pytest.approx([0.03, 0.03])
     without = result.loc[result["subset"] == "without StereoSet"].set_index("language")
     assert without.loc["sw", "n_items"] == 4 and without.loc["sw", "excess_drop"] == pytest.approx((0.18 + 3 * 0.03) / 4)
+    # The paper's "contrast preserved": the versions its contrast judgments call preserved, language by language
+    judgments = pd.DataFrame({"item_id": ["b0/es", "b1/es", "b2/es", "b1/sw", "b4/sw", "b5/sw"],
+                              "judgment": ["lost", "preserved", "preserved", "preserved", "partly", "preserved"]})
+    judged = analyses.against_rewording(scores, similarity, options=StudyOptions(n_permutations=200, n_bootstrap=100),
+                                        judgments=judgments)
+    contrast = judged.loc[judged["subset"] == "contrast preserved"].set_index("language")
+    # es: b1, b2 (excess 0.03 each); sw: b1 (0.18) and b5 (0.03)
+    assert contrast["n_items"].to_dict() == {"es": 2, "sw": 2}
+    assert contrast.loc["es", "excess_drop"] == pytest.approx(0.03)
+    assert contrast.loc["sw", "excess_drop"] == pytest.approx((0.18 + 0.03) / 2)
     no_judge = analyses.against_rewording(scores, options=StudyOptions(n_permutations=200, n_bootstrap=100))
-    assert "fully preserved" not in set(no_judge["subset"])
+    assert "faithful in every language" not in set(no_judge["subset"])
 
 
 # --------------------------------------------------------------------------------------------

@@ -75,7 +75,7 @@ def test_faithful_subsets_that_are_left_out_are_named():
     assert "needs the similarity table" in text and "without StereoSet is left out" in text
     text = faithful.subsets_text(tests, pd.DataFrame({"item_id": []}), 0.9)
     assert "no item is translated faithfully into every language at the threshold 0.90" in text
-    full = pd.DataFrame({"subset": ["all items", "fully preserved", "without StereoSet"]})
+    full = pd.DataFrame({"subset": ["all items", "faithful in every language", "without StereoSet"]})
     assert faithful.subsets_text(full, pd.DataFrame(), 0.9) == ""
 
 

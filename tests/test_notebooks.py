@@ -603,7 +603,7 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     imported from the test fixtures instead, exactly as written. `make` commands (whole books, downloads)
     and commands that need a download, a GPU or the model hub are listed, not run."""
     from biasaudit.book.run_book import notebook_parameters
-    from biasaudit.data.released import import_released
+    from biasaudit.data.release_import import import_released
 
     book, _ = ci_book
     runs = book / "runs"

@@ -22,6 +22,7 @@ from biasaudit.core.options import DEFAULT_SEED, StudyOptions
 from biasaudit.data import downloads, release_files
 from biasaudit.data import released as rel
 from biasaudit.data.item_table import ITEM_COLUMNS
+from biasaudit.data.release_import import import_released
 from biasaudit.run import pipeline
 from scipy.special import expit
 
@@ -186,7 +187,7 @@ def test_language_and_category_mapping():
 
 def test_import_released_writes_a_run_every_chapter_can_read(tmp_path, monkeypatch):
     monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
-    scores = rel.import_released("released-test", FIXTURES)
+    scores = import_released("released-test", FIXTURES)
     folder = tmp_path / "runs" / "released-test"
     assert {p.name for p in folder.iterdir()} >= {"items.parquet", "scores", "collapsed.parquet",
                                                   "released.json"}
@@ -238,7 +239,9 @@ def test_fetch_verifies_hashes_and_records_unpinned_ones(tmp_path, monkeypatch):
         release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert (folder / "tiny-a_checkpoint.csv").read_bytes() == (FIXTURES / "tiny-a_checkpoint.csv").read_bytes()
     first_seen = json.loads((folder / downloads.FIRST_SEEN_HASHES).read_text())
-    assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv"}
+    # every file without a pinned hash: the model's three, the inputs beside the scores (the fixtures have them)
+    assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv", "tiny-a_noise_floor_llm.csv",
+                               "validation_results.json", "contrast_judgment_full.csv", "token_counts.csv"}
     # A second fetch finds everything verified and downloads nothing.
     monkeypatch.setattr(downloads.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
     release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
@@ -258,7 +261,7 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
     monkeypatch.setattr(downloads.urllib.request, "urlopen", offline)
     monkeypatch.setenv("BIASAUDIT_CACHE_DIR", str(tmp_path / "cache"))
     with pytest.raises(release_files.ReleasedDataError) as err:
-        rel.import_released("offline", "download", models=["llama3.1-8b"])
+        import_released("offline", "download", models=["llama3.1-8b"])
     message = str(err.value)
     folder = tmp_path / "cache" / "released" / release_files.RESULTS_COMMIT[:12]
     assert str(folder) in message and "name resolution" in message
@@ -271,7 +274,11 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
 
 def test_released_file_urls_are_pinned():
     files = {f.name: f for f in release_files.released_files()}
-    assert len(files) == 2 * len(release_files.RELEASED_MODELS) + 4  # label fix, cells, floor, spike-in
+    # per model: item scores, noise floor, LLM rewordings; the label fix; three inputs; eight result files
+    assert len(files) == 3 * len(release_files.RELEASED_MODELS) + 1 + 3 + 8
+    assert files["spike_in_null_200.csv"].url == ("https://raw.githubusercontent.com/HarshKumar3014/MultiLLMs/"
+                                                  "19ed3cd149a710bd4816a6b5d4dfba03c7370290/MultilingualBiasAudit/"
+                                                  "results/reanalysis/spike_in_null_200.csv")
     assert all(len(f.commit) == 40 for f in files.values())
     assert files["label_fix.json"].sha256 == "911344c04f393cb64a3001cd307ac9b8ae68360eecc88b2349c911004ef0b6bd"
 

@@ -51,7 +51,7 @@ def label_errors(
     (English bases), english_soft, english_binary, n_cells (model × language cells of
     translations), cells_below (cells whose language scores below English: drop > 0),
     reliable_drops (of those, BH q < alpha, the family being the setting's cells), slope_rewording
-    and slope_translation (carry-over, pooled within models), and empty_options (model × version
+    and slope_translation (carry-over, every pair pooled: the paper's), and empty_options (model × version
     rows where the stereotyped or anti-stereotyped continuation had no token scored: only the
     boundary error produces these; NaN without token counts).
     """
@@ -165,7 +165,8 @@ def error_example(
     for name, part in (("none", plain), (flag, broken.loc[broken["item_id"].isin(plain["item_id"])])):
         scored = item_scores(part.reset_index(drop=True), options.aggregate)
         frame = part.reset_index(drop=True).reindex(columns=columns)
-        frames[name] = frame.assign(setting=name, soft=scored["soft"].to_numpy(), binary=scored["binary"].to_numpy())
+        frames[name] = frame.assign(setting=name, soft=scored["soft"].to_numpy(), binary=scored["binary"].to_numpy(),
+                                    tie=scored["tie"].to_numpy())
     if not item_id:
         moved = frames["none"][["model", "item_id", "soft"]].merge(
             frames[flag][["model", "item_id", "soft"]], on=["model", "item_id"], suffixes=("", "_error"))
@@ -173,7 +174,7 @@ def error_example(
         item_id = str(moved.groupby("item_id")["move"].mean().sort_index().idxmax())
     out = pd.concat([frames["none"], frames[flag]], ignore_index=True)
     out = out.loc[out["item_id"] == item_id]
-    out["choice"] = out["binary"].map({1.0: "stereotyped", 0.0: "anti-stereotyped", 0.5: "tie"})
+    out["choice"] = np.where(out["tie"], "tie", out["binary"].map({1.0: "stereotyped", 0.0: "anti-stereotyped"}))
     return out[["setting", *columns, "soft", "choice"]].reset_index(drop=True)
 
 

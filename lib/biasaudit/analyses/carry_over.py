@@ -51,11 +51,17 @@ def carry_over_pairs(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.
 
 
 _CARRY_QUANTITIES = 7  # per model: n, x, y, xx, yy, xy, same choice
+# What `_carry_statistic` returns, in order: the paper's carry-over (every model × item pair pooled as it is),
+# same choice, and the same fit within models (each model's own mean taken out first).
+CARRY_MEASURES: tuple[str, ...] = ("slope", "r", "sd_ratio", "same_choice", "slope_within", "r_within",
+                                   "sd_ratio_within")
 
 
 def _carry_sums(pairs: pd.DataFrame, clusters: pd.Index, models: list[str]) -> np.ndarray:
-    """(clusters × 7·models) sums per base item, model by model, of centred before/after values."""
+    """(clusters × 7·models) sums per base item, model by model, of before/after values centred on the
+    chunk's own means (one centre for every model, so the sums pool across models as they are)."""
     codes_all = clusters.get_indexer(pairs["base_id"])
+    center = (float(pairs["before"].mean()), float(pairs["after"].mean()))
     blocks = []
     for model in models:
         mask = (pairs["model"] == model).to_numpy()
@@ -63,18 +69,19 @@ def _carry_sums(pairs: pd.DataFrame, clusters: pd.Index, models: list[str]) -> n
         y = pairs["after"].to_numpy(dtype=float)[mask]
         same = (pairs["binary_before"].to_numpy()[mask] == pairs["binary_after"].to_numpy()[mask]).astype(float)
         codes = codes_all[mask]
-        block = stats.carry_over_sums(x, y, codes, len(clusters))
+        block = stats.carry_over_sums(x, y, codes, len(clusters), center=center)
         blocks.append(np.column_stack([block, np.bincount(codes, weights=same, minlength=len(clusters))]))
     return np.column_stack(blocks)
 
 
 def _carry_statistic(totals: np.ndarray) -> np.ndarray:
-    """slope, r, sd_ratio, same_choice from per-model sums: within-model centring, pooled over models.
+    """`CARRY_MEASURES` from per-model sums.
 
-    slope = Σ_m cov_m / Σ_m var_m(before), r = Σ cov / sqrt(Σ var_before · Σ var_after),
-    sd_ratio = sqrt(Σ var_after / Σ var_before): so slope = r × sd_ratio, and with one model these
-    are `stats.carry_over`'s values. A model's own level is taken out, so differences between
-    models' mean scores do not pass for carry-over.
+    The paper's carry-over pools every model × item pair as it is: the least-squares slope of after on
+    before over all pairs (`np.polyfit` over the pooled pairs gives the same), r, and sd_ratio, with
+    slope = r × sd_ratio. Within models: slope_within = Σ_m cov_m / Σ_m var_m(before), and r_within,
+    sd_ratio_within likewise, so that differences between models' mean scores do not pass for
+    carry-over. With one model the two agree, and both are `stats.carry_over`'s values.
     """
     t = totals.reshape(totals.shape[0], -1, _CARRY_QUANTITIES)
     n, sx, sy, sxx, syy, sxy, same = (t[:, :, k] for k in range(_CARRY_QUANTITIES))
@@ -83,10 +90,12 @@ def _carry_statistic(totals: np.ndarray) -> np.ndarray:
         vx = np.where(n > 0, sxx - sx * sx / safe, 0.0).sum(axis=1)
         vy = np.where(n > 0, syy - sy * sy / safe, 0.0).sum(axis=1)
         cov = np.where(n > 0, sxy - sx * sy / safe, 0.0).sum(axis=1)
-        fit = stats.carry_over_from_sums(np.column_stack([n.sum(axis=1), np.zeros_like(vx), np.zeros_like(vx),
-                                                          vx, vy, cov]))
+        zero = np.zeros_like(vx)
+        within = stats.carry_over_from_sums(np.column_stack([n.sum(axis=1), zero, zero, vx, vy, cov]))
+        pooled = stats.carry_over_from_sums(np.column_stack([n.sum(axis=1), sx.sum(axis=1), sy.sum(axis=1),
+                                                             sxx.sum(axis=1), syy.sum(axis=1), sxy.sum(axis=1)]))
         same_share = same.sum(axis=1) / n.sum(axis=1)
-    return np.column_stack([fit, same_share])
+    return np.column_stack([pooled, same_share, within])
 
 
 def carry_over_table(
@@ -100,10 +109,11 @@ def carry_over_table(
 
     One row per change (rewording, translation, within-language rewording) × group (route or
     language, and "all" pooling the change's groups); with `by_model` also per model. Columns:
-    [model,] change, group, n_models, n_items, n_pairs, r, sd_ratio, slope (slope = r × sd_ratio;
-    within-model least squares pooled over models, see `_carry_statistic`), each with a percentile
-    bootstrap interval over base items (`*_low`, `*_high`), same_choice (share of pairs with the
-    same binary choice) with its interval, mean_before, mean_after, strength_before and
+    [model,] change, group, n_models, n_items, n_pairs, r, sd_ratio, slope (slope = r × sd_ratio; the
+    paper's least squares over every model × item pair pooled as it is, see `_carry_statistic`), each
+    with a percentile bootstrap interval over base items (`*_low`, `*_high`), same_choice (share of pairs
+    with the same binary choice) with its interval, the same fit within models (slope_within, r_within,
+    sd_ratio_within, with intervals), mean_before, mean_after, strength_before and
     strength_after (mean |soft − 0.5|: how strongly the items lean either way before and after).
     """
     if pairs is None:
@@ -131,7 +141,7 @@ def carry_over_table(
             row = {"model": models[0]} if by_model else {}
             row.update({"change": change, "group": group, "n_models": chunk["model"].nunique(),
                         "n_items": len(clusters), "n_pairs": len(chunk)})
-            for j, name in enumerate(("slope", "r", "sd_ratio", "same_choice")):
+            for j, name in enumerate(CARRY_MEASURES):
                 row[name], row[f"{name}_low"], row[f"{name}_high"] = float(estimate[j]), float(low[j]), float(high[j])
             row.update({
                 "mean_before": float(chunk["before"].mean()), "mean_after": float(chunk["after"].mean()),
@@ -142,6 +152,8 @@ def carry_over_table(
     order = (["model"] if by_model else []) + [
         "change", "group", "n_models", "n_items", "n_pairs", "r", "r_low", "r_high", "sd_ratio", "sd_ratio_low",
         "sd_ratio_high", "slope", "slope_low", "slope_high", "same_choice", "same_choice_low", "same_choice_high",
+        "slope_within", "slope_within_low", "slope_within_high", "r_within", "r_within_low", "r_within_high",
+        "sd_ratio_within", "sd_ratio_within_low", "sd_ratio_within_high",
         "mean_before", "mean_after", "strength_before", "strength_after"]
     return pd.DataFrame(rows, columns=order)
 
@@ -154,15 +166,14 @@ def _as_carry_pairs(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def carry_point(pairs: pd.DataFrame) -> dict[str, float]:
-    """slope, r, sd_ratio and same_choice of `paired_with_english` pairs, pooled within models
-    (each model's own mean taken out, as in `carry_over_table`); NaN without pairs."""
-    nan = {"slope": np.nan, "r": np.nan, "sd_ratio": np.nan, "same_choice": np.nan}
+    """`CARRY_MEASURES` of `paired_with_english` pairs: the paper's slope, r and sd_ratio over every
+    pair pooled as it is, same_choice, and the within-model fit (as in `carry_over_table`); NaN without
+    pairs."""
+    nan = dict.fromkeys(CARRY_MEASURES, np.nan)
     chunk = _as_carry_pairs(pairs)
     if chunk.empty:
         return nan
     clusters = pd.Index(np.sort(chunk["base_id"].unique()))
     sums = _carry_sums(chunk, clusters, sorted(chunk["model"].unique()))
-    slope, r, sd_ratio, same = _carry_statistic(sums.sum(axis=0)[None, :])[0]
-    return {"slope": float(slope), "r": float(r), "sd_ratio": float(sd_ratio), "same_choice": float(same)}
-
-
+    values = _carry_statistic(sums.sum(axis=0)[None, :])[0]
+    return {name: float(value) for name, value in zip(CARRY_MEASURES, values)}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from biasaudit.analyses.scores import item_scores
@@ -43,7 +44,7 @@ def case_study(scores: pd.DataFrame, base_id: str = "", options: StudyOptions = 
     texts = mine.drop_duplicates("item_id").set_index("item_id")
     out = scored[["model", "item_id", "base_id", "source", "dimension", "language", "variant", "via", "soft",
                   "binary"]].copy()
-    out["choice"] = out["binary"].map({1.0: "stereotyped", 0.0: "anti-stereotyped", 0.5: "tie"})
+    out["choice"] = np.where(scored["tie"], "tie", out["binary"].map({1.0: "stereotyped", 0.0: "anti-stereotyped"}))
     out["drop"] = out["model"].map(english) - out["soft"]
     for column in ("context", "stereotyped", "anti_stereotyped"):
         out[column] = out["item_id"].map(texts[column]) if column in texts else None

@@ -74,7 +74,7 @@ def language_drops(
     cells: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Per language: mean soft and binary score, drop vs English with a t-interval across models,
-    number of models with a reliable drop (soft, binary), carry-over slope (pooled within models:
+    number of models with a reliable drop (soft, binary), carry-over slope (every pair pooled, the paper's:
     `carry_over.carry_point`), same choice, fluency.
 
     English itself is the first row (drop 0 by definition). The interval is across models, so
@@ -104,7 +104,7 @@ def language_drops(
             "drop": mean_drop, "drop_low": low, "drop_high": high,
             "reliable_drops": int((per_model["reliable"] & (per_model["drop"] > 0)).sum()),
             "reliable_drops_binary": int((per_model["reliable_binary"] & (per_model["drop_binary"] > 0)).sum()),
-            "slope": carry_point(group)["slope"],  # pooled within models, as everywhere (methods page)
+            "slope": carry_point(group)["slope"],  # every pair pooled, the paper's (methods page)
             "same_choice": float((group["binary"] == group["binary_en"]).mean()),
             "fluency": versions["fluency"].mean(),
         })

@@ -91,7 +91,7 @@ def noise_floor(
     embedding similarity from the judging chapter; else NaN), floor (median over models of
     |English mean − reworded mean| on the paired items), floor_mean (its mean over models),
     noise_only (median over models of s·sqrt(2/π)/sqrt(n)), slope and r (carry-over of the soft
-    score, pooled within models: `carry_over.carry_point`), same_choice (share of model × item pairs whose binary choice is
+    score, every pair pooled as the paper does: `carry_over.carry_point`), same_choice (share of model × item pairs whose binary choice is
     unchanged), n_cells and reliable_cells (cells with BH q < alpha, family = all model × route
     cells: the rewordings that would be called real shifts).
 
@@ -126,7 +126,7 @@ def noise_floor(
         })
     if rows:
         per_model_floor = model_floors(cells)
-        fit = carry_point(pairs.assign(model=pairs["model"] + " · " + pairs["via"]))  # within model × route
+        fit = carry_point(pairs)
         rows.append({
             "via": "all routes", "n_models": pairs["model"].nunique(), "n_items": pairs["base_id"].nunique(),
             "share_unchanged": float(unchanged.mean()) if len(unchanged) else np.nan,

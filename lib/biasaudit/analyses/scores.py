@@ -82,7 +82,9 @@ def item_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.DataF
     out = scores[[c for c in ITEM_KEYS if c in scores.columns]].copy()
     contrast = (lp["lp_stereotyped"] - lp["lp_anti_stereotyped"]).to_numpy()
     out["soft"] = expit(contrast)
-    out["binary"] = np.where(contrast > 0, 1.0, np.where(contrast == 0, 0.5, 0.0))
+    # the paper's rule: a tie is not a stereotyped choice (its released scores hold exact ties)
+    out["binary"] = np.where(contrast > 0, 1.0, 0.0)
+    out["tie"] = contrast == 0
     out["strength"] = np.abs(out["soft"] - 0.5)
     best = np.maximum(lp["lp_stereotyped"], lp["lp_anti_stereotyped"])
     fluency = expit((best - lp["lp_third"]).to_numpy())

@@ -106,7 +106,7 @@ def by_dimension(
     (English bases), n_translated, n_models, english_soft, drop with drop_low/drop_high (as in
     `by_source`: per-item change averaged over models and languages, bootstrap over items;
     positive = lower than English), r_translation and r_rewording (correlation of the changed
-    version's soft score with the English one, pooled within models), n_leaning (model ×
+    version's soft score with the English one, every pair pooled), n_leaning (model ×
     translated-version pairs whose English original leans stereotyped, soft > 0.5 + `lean`),
     n_reversed (those whose translation leans counter-stereotyped, soft < 0.5 − `lean`) and
     reversal_share = n_reversed / n_leaning. Every translated version of an item counts as its
@@ -241,6 +241,7 @@ def against_rewording(
     options: StudyOptions = DEFAULT_OPTIONS,
     *,
     threshold: float = 0.9,
+    judgments: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
     """Does translating an item lower its score more than rewording it does? Item by item, per language.
 
@@ -251,9 +252,12 @@ def against_rewording(
     language: the mean excess drop with a percentile bootstrap interval over items and a paired
     sign-flip test over items, with Benjamini–Hochberg across the languages of each subset.
 
-    Subsets: "all items"; "fully preserved" (with `similarity`: only base items whose translation
-    is faithful, similarity ≥ `threshold`, in every language the item has; the same items in every
-    language); "without StereoSet" (only when the table has StereoSet translations). Columns:
+    Subsets: "all items"; "faithful in every language" (with `similarity`: only base items whose
+    translation is faithful, similarity ≥ `threshold`, in every language the item has; the same items
+    in every language); "contrast preserved" (with `judgments`, one row per translated version with its
+    item_id and judgment, as the release's contrast judgments: only the versions judged `preserved`, the
+    paper's subset of that name); "without StereoSet" (only when the table has StereoSet
+    translations). Columns:
     subset, language, n_items, translation_drop, rewording_drop, excess_drop, low, high, p, q,
     reliable.
     """
@@ -268,7 +272,11 @@ def against_rewording(
     subsets: dict[str, pd.DataFrame] = {"all items": per_item}
     if similarity is not None:
         kept = pairs.groupby("base_id")["faithful"].agg(lambda f: bool(f.fillna(False).all()))
-        subsets["fully preserved"] = per_item.loc[per_item["base_id"].isin(kept.index[kept])]
+        subsets["faithful in every language"] = per_item.loc[per_item["base_id"].isin(kept.index[kept])]
+    if judgments is not None:
+        preserved = pairs.loc[pairs["item_id"].isin(judgments.loc[judgments["judgment"] == "preserved", "item_id"]),
+                              ["base_id", "language"]].drop_duplicates()
+        subsets["contrast preserved"] = per_item.merge(preserved, on=["base_id", "language"])
     if (per_item["source"] == "stereoset").any():
         subsets["without StereoSet"] = per_item.loc[per_item["source"] != "stereoset"]
     columns = ["subset", "language", "n_items", "translation_drop", "rewording_drop", "excess_drop", "low",

@@ -211,7 +211,7 @@ def language_evidence(table: pd.DataFrame, scores: pd.DataFrame,
                       options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
     """Per language, the evidence of its cells (`verdict_cells`' table) shown beside the verdict:
     reliable_models, above_floor_models, power (median over the models), drop_faithful (mean over the
-    models) and the carry-over slope (pooled within models)."""
+    models) and the carry-over slope (every pair pooled, the paper's)."""
     pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
     rows = []
     for language, mine in table.groupby("language", sort=True):

@@ -118,7 +118,7 @@ def carry_over_density(
     bins: int = 20,
 ) -> alt.HConcatChart:
     """Before/after density of item scores for each kind of change (counts binned in pandas), with
-    the least-squares line (pooled within models, from `carry_over_table`'s "all" row or its only
+    the least-squares line (every model × item pair pooled, the paper's fit, from `carry_over_table`'s "all" row or its only
     group) and the identity line (perfect carry-over)."""
     panels = []
     for change in changes:

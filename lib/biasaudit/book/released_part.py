@@ -29,6 +29,7 @@ from biasaudit.data.release_files import (
     released_cache,
     resolve_released_source,
 )
+from biasaudit.data.downloads import verified
 from biasaudit.data.released import find_released, released_models_in
 from biasaudit.run.params import BOOK_KEYS, RunParams, read_params, validate_params
 
@@ -64,7 +65,7 @@ class PartSource:
 def released_source(params: RunParams) -> PartSource:
     """The folder the part reads, and how it was found or fetched.
 
-    "auto" uses the ten models' scores when the download cache has them all; otherwise it tries
+    "auto" uses the download cache when it holds every pinned file of the release; otherwise it tries
     the pinned, sha256-checked download into the cache once (short timeout, no retry) and, when
     that fails (offline), falls back to whatever released scores are already on this machine (a
     partly filled cache, `$BIASAUDIT_DATA_DIR/released`), else builds no part and says why: the
@@ -87,12 +88,15 @@ def _released_source(params: RunParams) -> PartSource:
         fetched = "downloaded (pinned, sha256-checked) into" if setting == "download" else "read from"
         return PartSource(folder, f"{_models_phrase(folder)} {fetched} {folder}")
     cache = released_cache()
-    if len(released_models_in(cache)) == len(release_files.RELEASED_MODELS):
+    if all(verified(file, cache) for file in release_files.released_files()):
         return PartSource(cache, f"{_models_phrase(cache)} found in the download cache {cache}")
     try:
         folder = fetch_released(timeout=AUTO_DOWNLOAD_TIMEOUT)
     except ReleasedDataError as err:
         reason = download_failure(str(err))
+        if len(released_models_in(cache)) == len(release_files.RELEASED_MODELS):
+            return PartSource(cache, f"{_models_phrase(cache)} found in the download cache {cache}; the release's other "
+                                     f"files that are not there could not be downloaded: {reason}")
         found = find_released()
         if found is None:
             return PartSource(None, f"not built: the released scores are not on this machine, and {reason}")

@@ -45,10 +45,32 @@ def released_file(name: str, path: str, commit: str) -> PinnedFile:
     return PinnedFile(name, RELEASED_REPOSITORY, path, commit, KNOWN_SHA256.get(name))
 
 
+# The release's other files the book reads, beside each model's scores: (name, path under
+# MultilingualBiasAudit/, commit). The result files hold the paper's own published numbers (the released
+# part shows them beside this run's); the inputs hold what the paper's tables rest on (`data.release_inputs`).
+# None has a known sha256: each is trusted on its first download, as the other models' scores are.
+RELEASE_INPUTS: tuple[tuple[str, str, str], ...] = (
+    ("validation_results.json", "data/validation_results.json", "2cef8ea47da434c6583f6799b6f45965ef9a123a"),
+    ("contrast_judgment_full.csv", "data/contrast_judgment_full.csv", "355aca29c57814a82b7051eec3986b37a3dc6972"),
+    ("token_counts.csv", "results/reanalysis/token_counts.csv", "1ae703013a4b854d9aa0f478dc7ac5e9b32ba584"),
+)
+PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
+    ("cell_tests.csv", "results/reanalysis/cell_tests.csv", RESULTS_COMMIT),
+    ("floor_tests.csv", "results/reanalysis/floor_tests.csv", RESULTS_COMMIT),
+    ("spike_in_null.csv", "results/reanalysis/spike_in_null.csv", RESULTS_COMMIT),
+    ("spike_in_null_200.csv", "results/reanalysis/spike_in_null_200.csv", "19ed3cd149a710bd4816a6b5d4dfba03c7370290"),
+    ("paper_numbers.json", "results/reanalysis/paper_numbers.json", "19ed3cd149a710bd4816a6b5d4dfba03c7370290"),
+    ("robustness_checks.json", "results/reanalysis/robustness_checks.json", "19ed3cd149a710bd4816a6b5d4dfba03c7370290"),
+    ("translation_quality.json", "results/reanalysis/translation_quality.json",
+     "15ba4228060bcf9aee5f95e98437bed3ebc09af5"),
+    ("pipeline_ablation.csv", "results/reanalysis/pipeline_ablation.csv", "fd4fac7171dc31ba50d89ca4465e1a7aa42bb981"),
+)
+
+
 def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
-    """The files `fetch_released` downloads: per model the item and noise-floor scores, then
-    label_fix.json and (optionally) the paper's own per-cell results and spike-in curve, all at pinned
-    commits."""
+    """The files `fetch_released` downloads: per model the item and noise-floor scores and its LLM
+    rewordings' scores, then label_fix.json, the inputs beside the scores (`RELEASE_INPUTS`) and
+    (optionally) the paper's own results (`PAPER_RESULTS`), all at pinned commits."""
     chosen = list(RELEASED_MODELS if models is None else models)
     unknown = [m for m in chosen if m not in RELEASED_MODELS]
     if unknown:
@@ -60,11 +82,26 @@ def released_files(models: Iterable[str] | None = None, *, with_paper_results: b
                                    RESULTS_COMMIT))
         files.append(released_file(f"{model}_noise_floor.csv",
                                    f"{base}results/v2/noise_floor/{model}_noise_floor.csv", RESULTS_COMMIT))
+        files.append(released_file(f"{model}_noise_floor_llm.csv",
+                                   f"{base}results/v2/noise_floor/{model}_noise_floor_llm.csv", RESULTS_COMMIT))
     files.append(released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
+    files += [released_file(name, base + path, commit) for name, path, commit in RELEASE_INPUTS]
     if with_paper_results:
-        for name in ("cell_tests.csv", "floor_tests.csv", "spike_in_null.csv"):
-            files.append(released_file(name, f"{base}results/reanalysis/{name}", RESULTS_COMMIT))
+        files += [released_file(name, base + path, commit) for name, path, commit in PAPER_RESULTS]
     return files
+
+
+def release_file(folder: str | Path, name: str) -> Path | None:
+    """A file of the release in a folder of released files: flat (the cache, a data folder's released/) or
+    in the repository's own layout (data/, results/reanalysis/, results/v2/noise_floor/); None if absent."""
+    folder = Path(folder)
+    folder = folder if folder.is_dir() else folder.parent
+    for root in (folder, folder / "MultilingualBiasAudit"):
+        for sub in ("", "data", "results/reanalysis", "results/v2/noise_floor", "noise_floor"):
+            candidate = root / sub / name
+            if candidate.is_file():
+                return candidate
+    return None
 
 
 def released_cache() -> Path:
@@ -86,7 +123,7 @@ def fetch_released(
     """
     folder = Path(folder) if folder is not None else released_cache()
     alternative = ("Or put them in any folder and pass that folder instead of 'download' (parameter\n"
-                   "`released_scores`, or `biasaudit.data.released.import_released(run, folder)`); the folder\n"
+                   "`released_scores`, or `biasaudit.data.release_import.import_released(run, folder)`); the folder\n"
                    "$BIASAUDIT_DATA_DIR/released is used by the tests.")
     try:
         return fetch(released_files(models, with_paper_results=with_paper_results), folder, timeout=timeout,

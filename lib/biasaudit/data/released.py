@@ -7,7 +7,7 @@ one `noise_floor/<model>_noise_floor.csv` per model (English items reworded by r
 translation through a pivot language) and `data/label_fix.json` (the fix for the two label
 errors its raw scores still carry). `read_released` maps them onto the scores table of
 docs/design.md ("Scores") so that every analysis of the book runs on the study's own numbers;
-`import_released` writes them as a run (runs/<run>/items.parquet, scores/,
+`data.release_import.import_released` writes them as a run (runs/<run>/items.parquet, scores/,
 collapsed.parquet) so that every chapter reads them like a run it scored itself.
 
 How the released columns map onto the scores table:
@@ -194,7 +194,9 @@ def _find_files(path: Path, models: list[str] | None) -> tuple[list[Path], list[
             item_files = sorted(p for root in roots for p in root.glob("all_results.csv"))
     roots = [folder, folder / "noise_floor", folder / "results" / "v2" / "noise_floor",
              folder / "MultilingualBiasAudit" / "results" / "v2" / "noise_floor"]
-    noise_files = sorted({p for root in roots for p in root.glob("*_noise_floor*.csv")})
+    # <model>_noise_floor.csv only: <model>_noise_floor_llm.csv (the LLM rewordings) is Table 3's separate
+    # comparison, never a route of the floor (`read_llm_rewordings`)
+    noise_files = sorted({p for root in roots for p in root.glob("*_noise_floor.csv")})
     if path.is_file() and path.name.endswith("_checkpoint.csv"):
         # One model's item file: only that model's noise-floor file belongs with it.
         noise_files = [p for p in noise_files if p.name.split("_noise_floor")[0] == _model_of(path, "_checkpoint.csv")]
@@ -514,6 +516,39 @@ def _category_lookup(rows: pd.DataFrame, base: pd.Series, items_raw: pd.DataFram
     return np.where(looked_up.isna(), ids.map(guess), looked_up).astype(object)
 
 
+def read_llm_rewordings(folder: str | Path, *, models: Iterable[str] | None = None,
+                        fix_labels: bool = True) -> pd.DataFrame:
+    """The release's English items reworded by an LLM (`<model>_noise_floor_llm.csv`: pivot `llm`, seed 3)
+    as rows of the scores table (variant `rewording`, via `llm`, item id `<base>/en~llm-s<seed>`), labels
+    fixed and collapsed pairs set aside; empty where the folder has none. The paper reads them apart from
+    the round trips (its Table 3's LLM row): never a route of the noise floor."""
+    folder = project_path(folder)
+    folder = folder if folder.is_dir() else folder.parent
+    roots = [folder, folder / "noise_floor", folder / "results" / "v2" / "noise_floor",
+             folder / "MultilingualBiasAudit" / "results" / "v2" / "noise_floor"]
+    files = sorted({p for root in roots for p in root.glob("*_noise_floor_llm.csv")})
+    if models is not None:
+        files = [p for p in files if p.name.split("_noise_floor")[0] in set(models)]
+    if not files:
+        return pd.DataFrame(columns=["model", *ITEM_COLUMNS, *SCORE_COLUMNS])
+    raw = pd.concat([_read_csv(p, NOISE_FILE_COLUMNS) for p in files], ignore_index=True)
+    base = _base_of_noise(raw["prompt_id"])
+    if fix_labels:
+        _, _, fix_path, _ = _find_files(folder, None)
+        if fix_path is None:
+            raise ReleasedDataError(f"{folder}: the LLM rewordings need label_fix.json beside them")
+        raw, _ = apply_label_fix(raw, read_label_fix(fix_path), base)
+        base = _base_of_noise(raw["prompt_id"])
+    raw = raw.assign(category=_category_lookup(raw, base, pd.DataFrame(columns=["base_prompt_id", "category"])),
+                     context=None)
+    seed = pd.to_numeric(raw["seed"], errors="coerce").fillna(-1).astype(int).astype(str)
+    pivot = raw["pivot"].astype(str)
+    rows = _to_scores(raw, language=pd.Series("en", index=raw.index), variant=pd.Series("rewording", index=raw.index),
+                      via=pivot, item_id=base + "/en~" + pivot + "-s" + seed, base=base).drop(columns="prompt_id")
+    collapsed = rows["lp_mean_stereotyped"].to_numpy() == rows["lp_mean_anti_stereotyped"].to_numpy()
+    return rows.loc[~collapsed].reset_index(drop=True)
+
+
 def read_released(
     path_or_dir: str | Path,
     *,
@@ -530,43 +565,6 @@ def read_released(
     `aggregate="mean"` on this table.
     """
     return load_released(path_or_dir, fix_labels=fix_labels, layer_b=layer_b, models=models).scores
-
-
-def import_released(
-    run_name: str,
-    source: str | Path,
-    *,
-    models: Iterable[str] | None = None,
-    fix_labels: bool = True,
-    layer_b: bool = False,
-) -> pd.DataFrame:
-    """Write the released scores as run `run_name` and return the scores table.
-
-    `source` is "download" (fetch from GitHub at the pinned commits into the cache, sha256
-    verified; offline this fails saying what to download and where) or a local folder. Writes
-    runs/<run>/items.parquet, the scores (replacing any there), collapsed.parquet (versions
-    set aside as collapsed contrasts) and released.json (what was read and what was flagged), so
-    every chapter reads the run like one it scored itself.
-    """
-    chosen = None if models is None else list(models)
-    folder = resolve_released_source(source, chosen)
-    released = load_released(folder, fix_labels=fix_labels, layer_b=layer_b, models=chosen)
-    out = run_dir(run_name)
-    scores = released.scores
-    items = scores[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
-    collapsed = released.collapsed[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
-    table = scores[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]].assign(scorer_boundary=False)
-    report = {**released.summary, "source": str(folder), "fix_labels": fix_labels, "layer_b": layer_b,
-              "score_mismatch_rows": released.score_mismatches.head(50).to_dict("records"),
-              "english_mismatch_rows": released.english_mismatches.head(50).to_dict("records")}
-    with run_lock(out):
-        write_atomically(items, out / "items.parquet")
-        write_atomically(collapsed, out / "collapsed.parquet")
-        store = ScoreStore(out)
-        store.clear()
-        store.append(table)
-        (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    return table
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -29,7 +29,7 @@ from biasaudit.core.store import (
 from biasaudit.data.bbq import load_bbq
 from biasaudit.data.item_table import ITEM_COLUMNS, ItemError, read_items, select_items
 from biasaudit.data.public import resolve_data_dir
-from biasaudit.data.released import import_released
+from biasaudit.data.release_import import JUDGMENTS_FILE, RELEASED_SIMILARITY, import_released
 from biasaudit.data.stereoset import load_stereoset
 from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
@@ -229,8 +229,24 @@ def read_run_items(run_name: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFr
 
 def read_similarity(params) -> pd.DataFrame | None:
     """The run's similarity table (`params.similarity_file` in the run's folder, written by the translate
-    step or brought by the user), or None where the run has none: the faithful-only analyses then say so."""
+    step, by the import of the released scores, or brought by the user), or None where the run has none:
+    the faithful-only analyses then say so."""
     path = run_dir(params.run_name) / params.similarity_file
+    return pd.read_parquet(path) if path.exists() else None
+
+
+def similarity_source(similarity: pd.DataFrame | None) -> str:
+    """Where a run's similarity table comes from, as a phrase for the page."""
+    if similarity is None:
+        return ""
+    if "kind" in similarity and similarity["kind"].eq(RELEASED_SIMILARITY).any():
+        return "the release's own check of each translation (validation_results.json: back-translation similarity)"
+    return "the similarity table of chapter 01"
+
+
+def read_judgments(params) -> pd.DataFrame | None:
+    """The release's contrast judgments of the run's translations (imported with the released scores), or None."""
+    path = run_dir(params.run_name) / JUDGMENTS_FILE
     return pd.read_parquet(path) if path.exists() else None
 
 

@@ -166,8 +166,9 @@ def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fracti
                                          mapping.get(base), base_prompt_id=base, language=language,
                                          category=category, layer="A",
                                          context=f"Context of {base} in {language}."))
+        english_rows = {r["prompt_id"]: r for r in rows if r["language"] == "en"}
         for i, base in enumerate(ids):
-            noise.append(next(r for r in rows if r["prompt_id"] == f"{base}_en") | {"seed": -1, "pivot": "none"})
+            noise.append(english_rows[f"{base}_en"] | {"seed": -1, "pivot": "none"})
             for pivot, pivot_seed in RELEASE_PIVOTS.items():
                 contrast = 0.8 * english[i] + draw.normal(0.0, 0.3)
                 noise.append(_made_up_row(draw, model, f"{base}_en", contrast, False, mapping.get(base),

@@ -1,7 +1,8 @@
 """Chapter 01's step: judge the bank's human translations, translate a sample by machine, round trips.
 
 Its tables go to runs/<run>/steps/translate/ (`run.steps`); the versions other chapters read are
-also written at the run's top: `similarity.parquet` (the human versions' similarity, chapter 16),
+also written at the run's top: `similarity.parquet` (the human versions' similarity, chapter 16; not
+on a run of the released scores, which keeps the release's own),
 `machine_translations.parquet` (chapter 31 scores them) and `round_trip_rewordings.parquet`.
 """
 
@@ -44,7 +45,10 @@ def run_translation(params: RunParams) -> StepTables:
     similarity = judge.similarity_table(items, judged, embed, threshold=params.faithful_threshold)
     unrelated = judge.unrelated_similarity(items, judged, embed, seed=params.seed)
     similarity = judge.calibrate(similarity, unrelated)
-    write_atomically(similarity, run_dir(params.run_name) / "similarity.parquet")
+    # A run of the paper's released scores keeps the release's own similarity table (written when its scores
+    # were imported): the bank's versions judged here are not the run's items.
+    if not params.released_scores:
+        write_atomically(similarity, run_dir(params.run_name) / "similarity.parquet")
 
     sample = sample_originals(originals, params.n_sample_items, params.seed)
     targets = list(params.sample_languages) or list(params.languages)

@@ -14,7 +14,7 @@ from biasaudit.run.study import Study
 
 TABLE_STYLE = TableStyle(columns={
     "change": "change", "group": "route or language", "n_models": "models", "n_items": "items", "n_pairs": "pairs",
-    "r": "r", "sd_ratio": "SD ratio", "shown_slope": "slope [95%]",
+    "r": "r", "sd_ratio": "SD ratio", "shown_slope": "slope [95%]", "slope_within": "slope within models",
     "same_choice": "same choice", "strength_before": "strength before", "strength_after": "strength after"},
     percent=("same_choice",))
 

@@ -31,8 +31,8 @@ def judged_text(params: RunParams, scores: pd.DataFrame, similarity: pd.DataFram
     if similarity is None:
         return (f"This run has no similarity table ({params.similarity_file} is not in runs/{params.run_name}/), so "
                 "faithful translations cannot be told apart from the others here: the drops with faithful "
-                "translations only and the fully-preserved subset below are left out, and the item-level test runs "
-                "on all items.")
+                "translations only and the subset faithful in every language below are left out, and the item-level "
+                "test runs on all items.")
     judged = analyses.version_similarity(similarity, threshold=params.faithful_threshold)
     judged = judged.loc[judged["item_id"].isin(translated)]
     kinds = (similarity.loc[similarity["item_id"].isin(translated), "kind"].dropna().unique().tolist()
@@ -85,10 +85,10 @@ def tests_text(tests: pd.DataFrame, verdicts: pd.Series) -> str:
 def subsets_text(tests: pd.DataFrame, similarity: pd.DataFrame | None, threshold: float) -> str:
     missing = []
     if similarity is None:
-        missing.append("the fully-preserved subset needs the similarity table")
-    elif "fully preserved" not in set(tests["subset"]):
+        missing.append("the subset faithful in every language needs the similarity table")
+    elif "faithful in every language" not in set(tests["subset"]):
         missing.append(f"no item is translated faithfully into every language at the threshold {threshold:.2f}, "
-                       "so the fully-preserved subset is empty")
+                       "so the subset faithful in every language is empty")
     if "without StereoSet" not in set(tests["subset"]):
         missing.append("the subset without StereoSet is left out because the run has no translated StereoSet items "
                        "(it would repeat the first)")
@@ -114,7 +114,8 @@ def report(params: RunParams) -> Report:
     else:
         faithful = pd.DataFrame(columns=["language", "n_all", "n_faithful", "share_faithful", "n_unjudged"] + [
             f"{column}{end}" for column in ("drop_all", "drop_faithful", "reduction") for end in ("", "_low", "_high")])
-    tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold)
+    tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold,
+                                       judgments=pipeline.read_judgments(params))
     out = Report()
     out.add_table("faithful", faithful.assign(**{
         f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)

@@ -143,7 +143,8 @@ def report(params: RunParams, only_items: pd.Series | None = None) -> Report:
         **{f"n_{key}": int(counts.get(label, 0)) for key, label in (
             ("reliable", v.RELIABLE), ("low_power", v.LOW_POWER), ("not_reliable", v.NOT_RELIABLE),
             ("within_floor", v.WITHIN_FLOOR))},
-        "faithful_text": ("Faithful-only drops come from the similarity table of chapter 01." if similarity is not None
+        "faithful_text": (f"Faithful-only drops come from {pipeline.similarity_source(similarity)}."
+                          if similarity is not None
                           else "This run has no similarity table, so the faithful-only column is empty."),
     })
     # No translated items, no chart: the summary sentence says so.

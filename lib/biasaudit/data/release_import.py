@@ -1,0 +1,98 @@
+"""The paper's release written as a run, so that every chapter reads it like a run it scored itself.
+
+Beside the scores (`data.released`), what the release holds that the paper's tables rest on goes into
+the run too, where the folder has it (`data.release_inputs`):
+
+- the summed log-probs of the contrasting continuations, from token_counts.csv (mean × tokens), so
+  chapter 17's summed analysis runs on the released translations and English originals (the
+  rewordings have no counts: their sums stay empty);
+- `similarity.parquet` from validation_results.json (the release's own back-translation check),
+  which chapters 16 and 22 read as their similarity table, with the paper's threshold 0.9;
+- `contrast_judgments.parquet` from contrast_judgment_full.csv (preserved, partly, lost);
+- `llm_rewordings.parquet`: the LLM rewordings of English items, the paper's Table 3 comparison,
+  kept out of the scores (never a route of the noise floor).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+
+from biasaudit.core.paths import run_dir
+from biasaudit.core.store import ScoreStore, run_lock, write_atomically
+from biasaudit.data.item_table import ITEM_COLUMNS
+from biasaudit.data.release_files import release_file, resolve_released_source
+from biasaudit.data.release_inputs import (
+    read_contrast_judgments,
+    read_token_counts,
+    read_validation,
+    with_token_counts,
+)
+from biasaudit.data.released import SCORE_COLUMNS, load_released, read_llm_rewordings
+
+# What the release's own similarity is: the back-translation of each translated context, embedded and set
+# against the English context (the paper's validation step).
+RELEASED_SIMILARITY = "back-translation (the release's own check)"
+JUDGMENTS_FILE = "contrast_judgments.parquet"
+LLM_FILE = "llm_rewordings.parquet"
+
+
+def import_released(
+    run_name: str,
+    source: str | Path,
+    *,
+    models: Iterable[str] | None = None,
+    fix_labels: bool = True,
+    layer_b: bool = False,
+) -> pd.DataFrame:
+    """Write the released scores as run `run_name` and return the scores table.
+
+    `source` is "download" (fetch from GitHub at the pinned commits into the cache, sha256
+    verified; offline this fails saying what to download and where) or a local folder. Writes
+    runs/<run>/items.parquet, the scores (replacing any there), collapsed.parquet (versions
+    set aside as collapsed contrasts), released.json (what was read and what was flagged) and, where the
+    folder holds their files, the tables of the module docstring.
+    """
+    chosen = None if models is None else list(models)
+    folder = resolve_released_source(source, chosen)
+    released = load_released(folder, fix_labels=fix_labels, layer_b=layer_b, models=chosen)
+    out = run_dir(run_name)
+    scores = released.scores
+    counts_path = release_file(folder, "token_counts.csv")
+    if counts_path is not None:
+        scores = with_token_counts(scores, read_token_counts(counts_path))
+    items = scores[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
+    collapsed = released.collapsed[ITEM_COLUMNS].drop_duplicates("item_id").reset_index(drop=True)
+    table = scores[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]].assign(scorer_boundary=False)
+    validation_path = release_file(folder, "validation_results.json")
+    judgments_path = release_file(folder, "contrast_judgment_full.csv")
+    llm = read_llm_rewordings(folder, models=chosen, fix_labels=fix_labels)
+    report = {**released.summary, "source": str(folder), "fix_labels": fix_labels, "layer_b": layer_b,
+              "token_counts": str(counts_path) if counts_path else None,
+              "validation_results": str(validation_path) if validation_path else None,
+              "contrast_judgments": str(judgments_path) if judgments_path else None,
+              "llm_rewordings": int(len(llm)),
+              "score_mismatch_rows": released.score_mismatches.head(50).to_dict("records"),
+              "english_mismatch_rows": released.english_mismatches.head(50).to_dict("records")}
+    with run_lock(out):
+        for name in ("similarity.parquet", JUDGMENTS_FILE, LLM_FILE):  # nothing left from another release
+            (out / name).unlink(missing_ok=True)
+        write_atomically(items, out / "items.parquet")
+        write_atomically(collapsed, out / "collapsed.parquet")
+        store = ScoreStore(out)
+        store.clear()
+        store.append(table)
+        if validation_path is not None:
+            similarity = read_validation(validation_path)
+            similarity = similarity.loc[similarity["item_id"].isin(items["item_id"])]
+            write_atomically(similarity[["item_id", "similarity", "passed"]].assign(kind=RELEASED_SIMILARITY),
+                             out / "similarity.parquet")
+        if judgments_path is not None:
+            write_atomically(read_contrast_judgments(judgments_path), out / JUDGMENTS_FILE)
+        if len(llm):
+            write_atomically(llm[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]], out / LLM_FILE)
+        (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    return table
