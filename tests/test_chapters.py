@@ -140,17 +140,17 @@ def test_the_scoring_sentence_does_not_pass_a_warm_rerun_off_as_speed():
         return pd.DataFrame(rows, columns=["model", "scored_now", "read_back", "seconds", "batch_size"])
 
     cold = score.scoring_sentence(timings(("a", 832, 0, 95.2, 16), ("b", 832, 0, 98.4, 16)))
-    assert cold == "Scoring 1,664 item version(s) for 2 model(s) took 194 s."
+    assert cold == "Scoring 1,664 item versions for 2 models took 194 s."
     warm = score.scoring_sentence(timings(("a", 0, 832, 0.1, "auto"), ("b", 0, 832, 0.2, "auto")))
     assert warm.startswith("Every version was already stored") and "nothing was scored now" in warm
     assert "1,664 stored scores" in warm and "took 0 s" in warm
     resumed = score.scoring_sentence(timings(("a", 100, 732, 12.0, 16)))
-    assert resumed == ("Scoring 100 item version(s) for 1 model(s) took 12 s; 732 more were read back from an "
+    assert resumed == ("Scoring 100 item versions for 1 model took 12 s; 732 more were read back from an "
                        "earlier run of this run name.")
     # an engine's start-up and check are said apart from the scoring, whose seconds give the speed
     started = pd.DataFrame([("a", 112, 0, 27.0, 16, 95.4, "vllm")],
                            columns=["model", "scored_now", "read_back", "seconds", "batch_size", "load_seconds", "engine"])
-    assert score.scoring_sentence(started) == ("Scoring 112 item version(s) for 1 model(s) took 27 s, after 95 s "
+    assert score.scoring_sentence(started) == ("Scoring 112 item versions for 1 model took 27 s, after 95 s "
                                                "starting and checking the engine.")
     loaded = started.assign(engine="transformers", load_seconds=3.2)
     assert score.scoring_sentence(loaded).endswith("took 27 s, after 3 s loading the models.")
@@ -299,11 +299,15 @@ def test_spike_in_sentence_says_where_shift_and_power_differ():
     table = pd.DataFrame({"delta": [0.0, 0.05, 0.1], "shift_agrees": [True, True, True],
                           "power_agrees": [True, False, False]})
     text = spike_in_text(table, n_models=1, n_cells=3)
-    assert text.startswith("On this run's 3 null cells (1 model(s) with rewordings), the shift is within two Monte "
+    assert text.startswith("On this run's 3 null cells (1 model with rewordings), the shift is within two Monte "
                            "Carlo standard errors of the released one at every δ, and the power differs from the "
                            "released one by more than two Monte Carlo standard errors at δ = 0.05 and 0.1.")
+    assert "The released curve (spike_in_null_200.csv, 200 runs per δ) is the paper's Figure 1." in text
+    assert "superseded" not in text
     both = spike_in_text(table.assign(power_agrees=True), n_models=4, n_cells=12)
     assert "the power is within two Monte Carlo standard errors of the released one at every δ." in both
+    old = spike_in_text(table, n_models=4, n_cells=12, file="spike_in_null.csv", runs=40)
+    assert "(spike_in_null.csv, 40 runs per δ)" in old and "the paper's first, superseded curve" in old
 
 
 def test_the_two_released_label_error_tables_are_explained():
@@ -446,3 +450,25 @@ def test_chapter_30_counts_unprocessable_templates_among_those_asked():
     row = error_counts(evaluations).iloc[0]
     assert (row["asked"], row["total"], row["errors"]) == (5, 2, 3)
     assert row["error_share"] == pytest.approx(3 / 5)
+
+
+def test_the_case_study_says_why_it_follows_its_item():
+    from biasaudit.book.chapters import case_study
+
+    assert case_study.how_chosen("", "") == ("chosen because its English original leans most strongly to the "
+                                             "stereotype in every model")
+    assert case_study.how_chosen("ac_003", "ac_003") == "chosen with the base_id parameter"
+    assert case_study.how_chosen("ac_003", "").endswith(
+        "every model: the item the base_id parameter names, ac_003, is not in this run's scores")
+
+
+def test_the_pooled_curves_scatter_is_compared_as_it_is():
+    from biasaudit.book.chapters import detection
+
+    assert detection.scatter_text(0.150, 0.173, 0.228).startswith("scatter less (median SD 0.150) than the language "
+                                                                  "cells above (SD 0.173 to 0.228)")
+    # the released study's case: 0.190 lies inside 0.173 to 0.228, so "less" would be wrong
+    assert detection.scatter_text(0.190, 0.173, 0.228).startswith("scatter within the range of the language cells "
+                                                                  "above (median SD 0.190, against SD 0.173 to 0.228)")
+    assert "scatter more" in detection.scatter_text(0.3, 0.173, 0.228)
+    assert "(SD 0.200)" in detection.scatter_text(0.1, 0.2, 0.2)

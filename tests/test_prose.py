@@ -46,3 +46,29 @@ def test_run_scope_says_whose_numbers_a_page_shows():
     assert "small offline models (smollm2-135m and gemma3-270m)" in small and "not the paper's numbers" in small
     hub = prose.run_scope(released=False, models=["meta-llama/Llama-3.1-8B"], offline=["smollm2-135m"])
     assert "meta-llama/Llama-3.1-8B on the run's items" in hub and "offline" not in hub
+
+
+def test_what_was_set_aside_is_counted_by_kind():
+    from biasaudit.book.prose import collapsed_counts
+
+    def table(*kinds):
+        return pd.DataFrame([{"variant": v, "language": lang} for v, lang, n in kinds for _ in range(n)])
+
+    # the paper's release: 37 translations whose two continuations became one, and 20 English rewordings
+    assert collapsed_counts(table(("translation", "es", 13), ("translation", "sw", 24), ("rewording", "en", 20))) == \
+        "37 translated versions and 20 English rewordings"
+    assert collapsed_counts(table(("translation", "hi", 1))) == "1 translated version"
+    assert collapsed_counts(table(("rewording", "es", 2))) == "2 rewordings in other languages"
+    assert collapsed_counts(pd.DataFrame(columns=["variant", "language"])) == "no version"
+
+
+def test_cells_tested_again_are_named_with_what_they_settled():
+    from biasaudit.book.prose import refined_text
+
+    cells = pd.DataFrame({"model": ["solar-10.7b", "llama3.1-8b"], "language": ["sw", "hi"],
+                          "q": [0.0493, 0.002], "reliable": [True, True], "flips": [1_000_000, 20_000]})
+    assert refined_text(cells, 20_000, 0.05) == (
+        "1 cell had a q within Monte Carlo error of 0.05 with 20,000 sign flips, so it was tested again with "
+        "1,000,000: solar-10.7b × sw (q 0.0493, reliable). The verdicts above therefore do not change with another "
+        "seed.")
+    assert refined_text(cells.assign(flips=20_000), 20_000, 0.05).startswith("No cell's q lay within Monte Carlo")

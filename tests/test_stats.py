@@ -432,3 +432,33 @@ def test_power_rises_with_injected_shift() -> None:
     assert power[0.0] < power[0.05] < power[0.1]
     assert power[0.05] > 0.5
     assert power[0.1] > 0.99
+
+
+def test_cells_near_the_threshold_are_tested_again_with_more_draws():
+    from biasaudit.analyses import stats
+    from biasaudit.analyses.refine import refine_near_threshold
+
+    # three cells of 20 items: one clearly shifted (all positive), one null (symmetric), one whose exact p
+    # (0.0287, by enumeration below) puts its BH q at 0.043: near the threshold with 200 draws
+    near = [0.8, -0.54, 1.25, 1.44, -1.45, -0.8, 0.63, 0.18, 0.48, -0.35, 1.38, 1.28, 0.57, 1.63, 0.97, -0.36, 0.87,
+            -0.46, 1.38, 0.45]
+    cells = {"clear": [1.0 + 0.1 * k for k in range(20)], "null": [x for k in range(1, 11) for x in (0.1 * k, -0.1 * k)],
+             "near": near}
+    table = pd.DataFrame([{"model": "m", "language": cell, "change": x} for cell, d in cells.items() for x in d])
+    first = stats.sign_flip_tests(table, by=["model", "language"], value="change", n_permutations=200, seed=3,
+                                  exact_below=0)
+    refined = refine_near_threshold(table, first, by=["model", "language"], value="change", n_permutations=200,
+                                    seed=3, alpha=0.05, factor=50).set_index("language")
+    q_first = stats.benjamini_hochberg(first["p"].to_numpy())
+    near = first.assign(q=q_first).set_index("language")
+    assert abs(near.loc["near", "q"] - 0.05) < 0.05, "the case is built with one cell near the threshold"
+    assert refined.loc["near", "flips"] == 10_000 and refined.loc["null", "flips"] == 200
+    assert refined.loc["null", "p"] == near.loc["null", "p"], "a cell far from the threshold keeps its p"
+    # the refined p is the seeded 10,000-draw p of that cell, and close to the exact one (2**20 sign vectors)
+    d = table.loc[table["language"] == "near", "change"].to_numpy()
+    again = stats.sign_flip_pvalue(d, n_permutations=10_000, exact_below=0,
+                                   rng=np.random.default_rng([3, stats.group_seed_key(("m", "near")), 1]))
+    assert refined.loc["near", "p"] == again
+    signs = 1 - 2 * ((np.arange(2 ** 20)[:, None] >> np.arange(20)) & 1)
+    exact = float(np.mean(np.abs(signs @ np.sort(d)) >= abs(d.sum()) - 1e-9))
+    assert abs(refined.loc["near", "p"] - exact) < 4 * np.sqrt(exact * (1 - exact) / 10_000)

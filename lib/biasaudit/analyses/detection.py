@@ -209,13 +209,15 @@ def paper_spike_in(
 
 def spike_in_comparison(mine: pd.DataFrame, released: pd.DataFrame, book: pd.DataFrame) -> pd.DataFrame:
     """The paper's spike-in three ways, per δ (nats): this run's `paper_spike_in` (shift, power), the
-    released curve (`spike_in_null.csv`: shift, power) and the book's own mechanism at the same soft
-    shift (`detection_power` with `inject="one"`, its deltas the released shifts, in the same order).
-    `shift_agrees` and `power_agrees` say whether this run's shift and power are within two Monte Carlo
-    standard errors of the released ones (the released curve's own error taken from its 40 runs; the shift's from this run's
-    spread of per-run shifts)."""
+    released curve (`spike_in_null_200.csv`, or the superseded `spike_in_null.csv`: shift, power, and runs
+    where the file says) and the book's own mechanism at the same soft shift (`detection_power` with
+    `inject="one"`, its deltas the released shifts, in the same order). `shift_agrees` and `power_agrees`
+    say whether this run's shift and power are within two Monte Carlo standard errors of the released
+    ones (the released curve's own error from its runs, 40 where the file does not say; the shift's from
+    this run's spread of per-run shifts)."""
     table = mine.merge(released[["delta", "shift", "power"]], on="delta", suffixes=("", "_released"))
-    runs_released = 40
+    runs_released = table["delta"].map(released.set_index("delta")["runs"]).to_numpy(dtype=float) \
+        if "runs" in released else 40
     power_se = np.sqrt(table["power_se"] ** 2
                        + table["power_released"] * (1 - table["power_released"]) / runs_released)
     shift_se = table["shift_se"] * np.sqrt(1 + table["n_runs"] / runs_released)

@@ -13,22 +13,30 @@ import pandas as pd
 
 from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
+from biasaudit.analyses.refine import refine_near_threshold
 from biasaudit.analyses.scores import item_scores, paired_with_english, versions_in
 from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 CELL_COLUMNS: list[str] = ["n", "drop", "p", "q", "reliable", "drop_binary", "p_binary", "q_binary",
-                           "reliable_binary", "sd", "noise_only"]
+                           "reliable_binary", "sd", "noise_only", "flips", "flips_binary"]
 
 
 def cells_from_pairs(pairs: pd.DataFrame, group: str, options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
     """Sign-flip tests (soft and binary) of every model × `group` cell of paired changes, with BH
-    over all cells, the per-item SD of the changes and the noise-only yardstick."""
-    soft = stats.sign_flip_tests(pairs, by=["model", group], value="change",
-                                 n_permutations=options.n_permutations, seed=options.seed)
-    binary = stats.sign_flip_tests(pairs, by=["model", group], value="change_binary",
-                                   n_permutations=options.n_permutations, seed=options.seed)
+    over all cells (cells near the threshold tested again with more draws: `refine.refine_near_threshold`;
+    `flips` and `flips_binary` say how many each p rests on), the per-item SD of the changes and the
+    noise-only yardstick."""
+    tests = {}
+    for value in ("change", "change_binary"):
+        first = stats.sign_flip_tests(pairs, by=["model", group], value=value,
+                                      n_permutations=options.n_permutations, seed=options.seed)
+        tests[value] = refine_near_threshold(pairs, first, by=["model", group], value=value,
+                                                   n_permutations=options.n_permutations, seed=options.seed,
+                                                   alpha=options.alpha)
+    soft, binary = tests["change"], tests["change_binary"]
     cells = soft.rename(columns={"mean": "change"}).merge(
-        binary[["model", group, "mean", "p"]].rename(columns={"mean": "change_binary", "p": "p_binary"}),
+        binary[["model", group, "mean", "p", "flips"]].rename(columns={"mean": "change_binary", "p": "p_binary",
+                                                                      "flips": "flips_binary"}),
         on=["model", group],
     )
     spread = (

@@ -36,6 +36,36 @@ def count_noun(n: int, singular: str, plural: str | None = None) -> str:
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
+def collapsed_counts(collapsed: pd.DataFrame) -> str:
+    """What a run set aside as collapsed contrasts, by kind: "37 translated versions and 20 English
+    rewordings", "1 translated version", "no version"."""
+    if collapsed.empty:
+        return "no version"
+    translated = int((collapsed["variant"] == "translation").sum())
+    english = int(((collapsed["variant"] == "rewording") & (collapsed["language"] == "en")).sum())
+    other = len(collapsed) - translated - english
+    parts = [count_noun(translated, "translated version") if translated else "",
+             count_noun(english, "English rewording") if english else "",
+             count_noun(other, "rewording in another language", "rewordings in other languages") if other else ""]
+    return spoken_list([p for p in parts if p])
+
+
+def refined_text(cells: pd.DataFrame, n_permutations: int, alpha: float) -> str:
+    """Which cells were tested again because their q lay within Monte Carlo error of `alpha`
+    (`analyses.refine`), and what that settled; "" where none was."""
+    again = cells.loc[cells.get("flips", pd.Series(dtype=float)) > n_permutations]
+    if again.empty:
+        return (f"No cell's q lay within Monte Carlo error of {alpha:g}, so every verdict above rests on "
+                f"{n_permutations:,} sign flips and would not change with another seed.")
+    flips = int(again["flips"].max())
+    group = "language" if "language" in again else "via"
+    named = spoken_list([f"{row['model']} × {row[group]} (q {row['q']:.4f}, "
+                         f"{'reliable' if row['reliable'] else 'not reliable'})" for _, row in again.iterrows()])
+    return (f"{count_noun(len(again), 'cell')} had a q within Monte Carlo error of {alpha:g} with "
+            f"{n_permutations:,} sign flips, so {'it was' if len(again) == 1 else 'they were'} tested again with "
+            f"{flips:,}: {named}. The verdicts above therefore do not change with another seed.")
+
+
 def language_names(codes: Sequence[str], conjunction: str = "and") -> str:
     """Language names, spoken: "Spanish (es) and Catalan (ca)"."""
     return spoken_list([language_label(code) for code in codes], conjunction)

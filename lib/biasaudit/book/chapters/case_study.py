@@ -53,9 +53,21 @@ def rewording_sentence(soft: pd.Series) -> str:
             f"{soft.max():.3f}).")
 
 
+def how_chosen(wanted: str, found: str) -> str:
+    """Why the chapter follows its item: the `base_id` parameter, or the automatic choice (also where the
+    item asked for is not in this run's scores)."""
+    automatic = "chosen because its English original leans most strongly to the stereotype in every model"
+    if wanted and found:
+        return "chosen with the base_id parameter"
+    if wanted:
+        return f"{automatic}: the item the base_id parameter names, {wanted}, is not in this run's scores"
+    return automatic
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
-    case = analyses.case_study(study.scores, params.base_id, study.options)
+    asked = params.base_id if params.base_id in set(study.scores["base_id"]) else ""
+    case = analyses.case_study(study.scores, asked, study.options)
     chosen = case["base_id"].iloc[0]
     english = case.loc[case["variant"] == "original"]
     texts = case.drop_duplicates("item_id")
@@ -65,8 +77,7 @@ def report(params: RunParams) -> Report:
     kept_text, lowest_text, rewording_text = translations_text(case)
     out.values.update({
         "base_id": chosen,
-        "how_chosen": ("chosen with the base_id parameter" if params.base_id else
-                       "chosen because its English original leans most strongly to the stereotype in every model"),
+        "how_chosen": how_chosen(params.base_id, asked),
         "source": str(case["source"].iloc[0]), "dimension": str(case["dimension"].iloc[0]),
         "english_scores": ", ".join(f"{s:.3f} ({m})" for m, s in zip(english["model"], english["soft"])),
         "texts_text": ("" if texts["stereotyped"].notna().any() else

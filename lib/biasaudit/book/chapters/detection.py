@@ -6,9 +6,10 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.book import charts
-from biasaudit.book.prose import extremes
+from biasaudit.book.prose import count_noun, extremes
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data import released
+from biasaudit.data.release_files import release_file
 from biasaudit.data.languages import language_label
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
@@ -67,11 +68,25 @@ def weak_text(by_language: pd.DataFrame) -> str:
             "model." + verdict)
 
 
+def scatter_text(floor_sd: float, low: float, high: float) -> str:
+    """How the rewording cells' scatter compares with the language cells' (SDs of per-item changes), and so
+    what the pooled curve shows: said as it is, less, within or more."""
+    span = f"SD {low:.3f} to {high:.3f}" if f"{low:.3f}" != f"{high:.3f}" else f"SD {low:.3f}"
+    if floor_sd < low:
+        return (f"scatter less (median SD {floor_sd:.3f}) than the language cells above ({span}), so it shows what "
+                "the test can do on low scatter")
+    if floor_sd > high:
+        return (f"scatter more (median SD {floor_sd:.3f}) than the language cells above ({span}), so it understates "
+                "what the test can do on a language's cells")
+    return (f"scatter within the range of the language cells above (median SD {floor_sd:.3f}, against {span}), so "
+            "it shows what the test can do on a middling scatter")
+
+
 def _yes_no(value: object) -> str:
     return "yes" if bool(value) else "no"
 
 
-SPIKE_RUNS = 400  # the paper used 40 per δ; ten times as many make this run's Monte Carlo error small
+SPIKE_RUNS = 400  # the paper's Figure 1 used 200 per δ; twice as many keep this run's Monte Carlo error small
 SPIKE_STYLE = TableStyle(columns={
     "delta": "δ added to the log-odds (nats)", "shift": "shift, this run", "shift_released": "shift, released",
     "shift_agrees": "shift within 2 SE", "power": "power, this run", "power_released": "power, released",
@@ -81,7 +96,8 @@ SPIKE_STYLE = TableStyle(columns={
     decimals=3, empty="")
 
 
-def spike_in_text(table: pd.DataFrame, n_models: int, n_cells: int) -> str:
+def spike_in_text(table: pd.DataFrame, n_models: int, n_cells: int, file: str = "spike_in_null_200.csv",
+                  runs: int = 200) -> str:
     """What the paper's spike-in shows on this run, against the released curve."""
     parts = []
     for what in ("shift", "power"):
@@ -89,10 +105,13 @@ def spike_in_text(table: pd.DataFrame, n_models: int, n_cells: int) -> str:
         parts.append(f"the {what} is within two Monte Carlo standard errors of the released one at every δ" if not off
                      else f"the {what} differs from the released one by more than two Monte Carlo standard errors at "
                           f"δ = {spoken_list(off)}")
-    return (f"On this run's {n_cells} null cells ({n_models} model(s) with rewordings), {parts[0]}, and {parts[1]}. "
-            "The released curve comes from the paper's 12 null cells of four models: with other cells, "
-            "Benjamini–Hochberg runs over another family and the cells' own scatter differs, so the power need not "
-            "match, while the shift, a property of the items' scores, should.")
+    superseded = (" That file is the paper's first, superseded curve (40 runs on the null cells of four models); "
+                  "its Figure 1 rests on spike_in_null_200.csv (200 runs over the null cells of all ten), which "
+                  "`make released` downloads." if file == "spike_in_null.csv" else "")
+    return (f"On this run's {n_cells} null cells ({count_noun(n_models, 'model')} with rewordings), {parts[0]}, "
+            f"and {parts[1]}. The released curve ({file}, {runs} runs per δ) is the paper's Figure 1. With other "
+            "cells, Benjamini–Hochberg runs over another family and the cells' own scatter differs, so the power need "
+            f"not match, while the shift, a property of the items' scores, should.{superseded}")
 
 
 def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
@@ -102,13 +121,15 @@ def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
                                 "is no table: the book's released part runs this page on the released scores when the "
                                 "build has them.")
     folder = released.resolve_released_source(params.released_scores)
-    path = (folder if folder.is_dir() else folder.parent) / "spike_in_null.csv"
-    if not path.is_file():
-        return pd.DataFrame(), "The released files at hand lack spike_in_null.csv, the paper's curve."
+    path = release_file(folder, "spike_in_null_200.csv") or release_file(folder, "spike_in_null.csv")
+    if path is None:
+        return pd.DataFrame(), ("The released files at hand lack spike_in_null_200.csv, the paper's curve (its "
+                                "Figure 1); `make released` downloads it.")
     paper = pd.read_csv(path)
     missing = {"delta", "shift", "power"} - set(paper.columns)
     if missing:
-        return pd.DataFrame(), f"{path.name} lacks the column(s) {sorted(missing)} of the paper's curve, so it is not compared."
+        return pd.DataFrame(), (f"{path.name} lacks {spoken_list(sorted(missing))}, columns of the paper's curve, so "
+                                "it is not compared.")
     deltas = [float(d) for d in paper["delta"]]
     mine = study.computed("paper_spike_in", lambda: analyses.paper_spike_in(
         study.scores, study.options, deltas=deltas, n_runs=SPIKE_RUNS), deltas, SPIKE_RUNS)
@@ -116,7 +137,8 @@ def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
         study.scores, study.options, deltas=[float(x) for x in paper["shift"]], n_runs=SPIKE_RUNS, inject="one"),
         [float(x) for x in paper["shift"]], SPIKE_RUNS, "one")
     table = analyses.detection.spike_in_comparison(mine, paper, book)
-    return table, spike_in_text(table, int(study.scores["model"].nunique()), int(mine["n_cells"].iloc[0]))
+    return table, spike_in_text(table, int(study.scores["model"].nunique()), int(mine["n_cells"].iloc[0]), path.name,
+                                int(paper["runs"].iloc[0]) if "runs" in paper else 40)
 
 
 def report(params: RunParams) -> Report:
@@ -150,6 +172,7 @@ def report(params: RunParams) -> Report:
         "delta_at_median": float(below["delta"].iloc[-1]) if len(below) else nan, "alpha": params.alpha,
         "floor_sd": floor_sd, "language_sd_low": float(by_language["sd"].min()),
         "language_sd_high": float(by_language["sd"].max()),
+        "scatter_text": scatter_text(floor_sd, float(by_language["sd"].min()), float(by_language["sd"].max())),
         "weak_text": weak_text(by_language), "power_text": power_text(by_language),
     })
     spike, out.values["spike_in_text"] = spike_in(params, study)

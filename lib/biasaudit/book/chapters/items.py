@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from biasaudit.book.prose import collapsed_counts, count_noun
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
@@ -19,11 +20,13 @@ def report(params: RunParams) -> Report:
     out.values.update({
         "n_bases": len(originals), "n_versions": len(items),
         "n_dimensions": int(originals["dimension"].nunique()), "n_sources": int(originals["source"].nunique()),
-        "n_collapsed": len(collapsed),
+        "sources_text": count_noun(int(originals["source"].nunique()), "source"),
+        "n_collapsed": len(collapsed), "collapsed_counts": collapsed_counts(collapsed),
         "stages_text": ((("This run imports the paper's released scores, whose items the paper loaded itself"
                           if params.released_scores else "Only the project's own items are in this run")
                          + ", so there are no loading stages to show.") if stages.empty else
-                        f"{int(stages['source'].nunique())} public source(s) were loaded; the table counts their "
+                        f"{count_noun(int(stages['source'].nunique()), 'public source')} "
+                        f"{'was' if stages['source'].nunique() == 1 else 'were'} loaded; the table counts their "
                         "items at each stage."),
         "collapsed_text": ("No translation in this run lost its contrast." if collapsed.empty else
                            f"The {len(collapsed)} collapsed versions are listed below."),

@@ -10,6 +10,7 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.book import charts
+from biasaudit.book.prose import count_noun
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data import released
 from biasaudit.lm.registry import resolve_model_path
@@ -95,7 +96,7 @@ def boundary_tokens(example: pd.DataFrame, items: pd.DataFrame) -> tuple[pd.Data
     tokens = boundary_example(tokenizer, row["context"], row["stereotyped"], language)
     text = (f"For item {row['item_id']} (\"{row['context']}\" + \"{row['stereotyped']}\"), the table lists the tokens "
             f"of {row['model']}'s tokenizer and which ones each scorer scores. The stereotyped continuation has "
-            f"{int(row['ntok_stereotyped'])} scored token(s) with the correct scorer and "
+            f"{count_noun(int(row['ntok_stereotyped']), 'scored token')} with the correct scorer and "
             f"{int(wrong['ntok_stereotyped'])} with the error; the soft score of {row['model']} moves from "
             f"{row['soft']:.3f} to {wrong['soft']:.3f}.")
     return tokens.loc[tokens["part"] == "continuation"], text

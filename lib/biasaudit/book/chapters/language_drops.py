@@ -5,7 +5,7 @@ from __future__ import annotations
 import altair as alt
 
 from biasaudit.book import charts, explore
-from biasaudit.book.prose import run_scope
+from biasaudit.book.prose import refined_text, run_scope
 from biasaudit.book.report import Report, TableStyle, interval_column
 from biasaudit.lm.registry import OFFLINE_MODELS
 from biasaudit.run.params import RunParams
@@ -41,6 +41,7 @@ def report(params: RunParams) -> Report:
         "n_reliable_rise": int((cells["reliable"] & (cells["drop"] < 0)).sum()),
         "n_reliable_binary": int((cells["reliable_binary"] & (cells["drop_binary"] > 0)).sum()),
         "mean_slope": float(others["slope"].mean()), "mean_same_choice": float(others["same_choice"].mean()),
+        "refined_text": refined_text(cells, params.n_permutations, params.alpha),
         "scope_text": run_scope(released=bool(params.released_scores), models=sorted(study.scores["model"].unique()),
                                 offline=list(OFFLINE_MODELS)),
     })

@@ -25,7 +25,7 @@ def sweep_text(table: pd.DataFrame, meta: dict, *, quick: bool) -> str:
     say how many cases the full one has and which slow ones it left out), and its counts."""
     c = counts(table)
     failed = ("" if c["failed"] == 0 else
-              f" {c['failed']} case(s) FAILED: the program accepted bad input, gave a wrong result or stopped "
+              f" {count_noun(c['failed'], 'case')} FAILED: the program accepted bad input, gave a wrong result or stopped "
               "without saying why; see the rows marked FAILED.")
     when = f"finished {meta.get('finished', 'at an unrecorded time')} after {meta.get('seconds', '?')} s"
     left_out = meta.get("slow_cases", [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit.analyses import score_summary
+from biasaudit.book.prose import collapsed_counts, count_noun
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.lm.registry import OFFLINE_MODELS, cpu_has_native_bf16
 from biasaudit.run import pipeline
@@ -18,7 +19,7 @@ def report(params: RunParams) -> Report:
     items, collapsed, _ = pipeline.read_run_items(params.run_name)
     out = Report()
     out.values.update({"n_versions": len(items), "n_bases": int(items["base_id"].nunique()),
-                       "n_collapsed": len(collapsed)})
+                       "n_collapsed": len(collapsed), "collapsed_counts": collapsed_counts(collapsed)})
     counts = items.groupby(["variant", "language"]).size().rename("versions").reset_index()
     out.add_table("counts", counts, TableStyle(columns={"variant": "variant", "language": "language",
                                                         "versions": "item versions"}))
@@ -27,10 +28,12 @@ def report(params: RunParams) -> Report:
         "anti_stereotyped": "anti-stereotyped"}, empty=""))
     if params.released_scores:
         scores = pipeline.read_scores(params.run_name)
-        out.values["scoring_text"] = (f"This run imports the paper's released scores for {scores['model'].nunique()} "
-                                      "model(s): nothing was scored here, so there are no timings.")
+        out.values["scoring_text"] = (f"This run imports the paper's released scores for "
+                                      f"{count_noun(scores['model'].nunique(), 'model')}: nothing was scored here, so "
+                                      "there are no timings.")
         out.values["engine_text"] = "No engine scored this run: its scores are the paper's, as released."
         out.values["precision_text"] = "The released scores do not say which precision they were computed in."
+        out.values["stored_text"] = stored_text(scores, released=True)
         models = sorted(scores["model"].unique())
         timings = timings.assign(per_version_ms=pd.Series(dtype=float))
     else:
@@ -38,6 +41,7 @@ def report(params: RunParams) -> Report:
         scores = pipeline.read_scores(params.run_name, models=models)
         scores = scores.loc[scores["item_id"].isin(items["item_id"])]
         out.values["scoring_text"] = scoring_sentence(timings)
+        out.values["stored_text"] = stored_text(scores, released=False)
         out.values["engine_text"] = engine_sentence(params, timings)
         out.values["precision_text"] = precision_sentence(pipeline.read_precisions(params.run_name, models),
                                                           params.scoring_dtype, cpu_has_native_bf16())
@@ -81,11 +85,11 @@ def scoring_sentence(timings: pd.DataFrame) -> str:
     seconds nor an engine's start-up is read as the scorer's speed."""
     seconds, scored, read = timings["seconds"].sum(), int(timings["scored_now"].sum()), int(timings["read_back"].sum())
     loading = timings["load_seconds"].fillna(0).sum() if "load_seconds" in timings else 0.0
-    models = f"{len(timings)} model(s)"
+    models = count_noun(len(timings), "model")
     if scored == 0:
         return (f"Every version was already stored by an earlier run of this run name, so nothing was scored now: "
                 f"reading the {read:,} stored scores back for {models} took {seconds:.0f} s.")
-    text = f"Scoring {scored:,} item version(s) for {models} took {seconds:.0f} s"
+    text = f"Scoring {scored:,} item {'version' if scored == 1 else 'versions'} for {models} took {seconds:.0f} s"
     if round(loading):
         engines = "starting and checking the engine" if set(timings.get("engine", [])) - {"transformers"} else \
             "loading the models"
@@ -126,17 +130,34 @@ ENGINES = {
 }
 
 
+def stored_text(scores: pd.DataFrame, *, released: bool) -> str:
+    """What every version of the run now has: a scored run stores each continuation's summed log-prob and
+    token count; the released scores hold per-token means only, and sums where the release's token counts
+    give them (the two contrasting continuations of the translations and English originals)."""
+    if not released:
+        return ("Every item version of the run now has, for each model, the summed log-probability and token count "
+                "of each of its three continuations (runs/<run_name>/scores/).")
+    summed = scores["lp_sum_stereotyped"].notna()
+    if not summed.any():
+        return ("Every item version of the run has, for each model, the per-token mean log-probability of each of its "
+                "three continuations, as released; the release's token counts are not at hand, so there are no sums.")
+    return (f"Every item version of the run has, for each model, the per-token mean log-probability of each of its "
+            f"three continuations, as released; {summed.mean():.0%} of the model × version rows also have the "
+            "summed log-probabilities of the two contrasting continuations, the mean times the release's token "
+            "counts (the English rewordings have no counts).")
+
+
 def engine_sentence(params: RunParams, timings: pd.DataFrame) -> str:
     """Which engine and executor scored this run, and what was checked, in one paragraph."""
     engine = ENGINES[params.engine].format(url=params.engine_url)
     if params.executor == "ray":
         actors = int(timings["actors"].max()) if len(timings) and timings["scored_now"].sum() else 0
-        where = (f"on a Ray pool of {actors} actor(s), one model per actor, in shards of {params.shard_items} items "
+        where = (f"on a Ray pool of {count_noun(actors, 'actor')}, one model per actor, in shards of {params.shard_items} items "
                  "that this process stored as each came back" if actors else
                  "with the Ray executor, which had nothing left to score")
         retried = int(timings["shards_retried"].sum())
         if retried:
-            where += f"; {retried} shard(s) went to a new actor after theirs died"
+            where += f"; {count_noun(retried, 'shard')} went to a new actor after {'its' if retried == 1 else 'theirs'} died"
     else:
         where = "in this process, one model after another"
     text = f"This run was scored by {engine}, {where}."
