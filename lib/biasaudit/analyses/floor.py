@@ -232,3 +232,23 @@ def model_drop_table(cells: pd.DataFrame, *, decimals: int = 3, mark: str = "†
     return table
 
 
+
+
+def separate_rewordings(scores: pd.DataFrame, rewordings: pd.DataFrame,
+                        options: StudyOptions = DEFAULT_OPTIONS) -> dict[str, float]:
+    """English rewordings kept apart from the floor's routes (the release's LLM rewordings, Table 3's LLM
+    row) against the run's English originals: n_items, floor (median over models of |English mean −
+    reworded mean|, as a route's floor), median_abs_d (median |change| over model × item pairs) and sd_d
+    (their SD); empty where there are none."""
+    if rewordings.empty:
+        return {}
+    originals = scores.loc[(scores["variant"] == "original")
+                           & scores.set_index(["model", "base_id"]).index.isin(
+                               rewordings.set_index(["model", "base_id"]).index)]
+    pairs = english_rewording_pairs(item_scores(pd.concat([originals, rewordings], ignore_index=True),
+                                                options.aggregate)).dropna(subset=["change"])
+    if pairs.empty:
+        return {}
+    per_model = pairs.groupby("model")["change"].mean().abs()
+    return {"n_items": int(pairs["base_id"].nunique()), "floor": float(per_model.median()),
+            "median_abs_d": float(pairs["change"].abs().median()), "sd_d": float(pairs["change"].std(ddof=1))}

@@ -21,17 +21,19 @@ ITEM_KEYS = ["model", "item_id", "base_id", "source", "dimension", "category", "
 
 
 def option_logprobs(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.DataFrame:
-    """The three options' log-probs under the chosen aggregate, as columns lp_<option>."""
+    """The three options' log-probs under the chosen aggregate, as columns lp_<option>. The two contrasting
+    options must be there; the third may not be (the released token counts give sums of the contrasting
+    continuations only): its column is then NaN, and so is fluency."""
     if aggregate not in ("mean", "sum"):
         raise ValueError(f"aggregate must be 'mean' or 'sum', not {aggregate!r}")
     columns = {f"lp_{aggregate}_{o}": f"lp_{o}" for o in ("stereotyped", "anti_stereotyped", "third")}
-    missing = [c for c in columns if c not in scores.columns or scores[c].isna().all()]
+    missing = [c for c in list(columns)[:2] if c not in scores.columns or scores[c].isna().all()]
     if missing:
         raise ValueError(
             f"this scores table has no {missing} (tables from elsewhere may carry only per-token means); "
             "use aggregate='mean'"
         )
-    return scores[list(columns)].rename(columns=columns)
+    return scores.reindex(columns=list(columns)).rename(columns=columns)
 
 
 class ScoresError(ValueError):

@@ -37,17 +37,21 @@ FONT = ", ".join([*(f'"{family}"' for family in FAMILIES), "sans-serif"])
 # The Vega-Lite that altair writes, which the bundle must carry (vl-convert names versions major.minor).
 VEGA_LITE = ".".join(alt.SCHEMA_VERSION.split(".")[:2])
 # Run by the bundle on every page that includes it: each block's static chart is replaced by the
-# live one; a chart that fails to load leaves the static one and says why in the console.
+# live one; a chart that fails to load leaves the static one and says why in the console. Vega lays its
+# text out with the fonts it finds, so the charts wait for the page's own fonts: laid out with a fallback
+# font, a chart would be drawn wider than the column it was sized for.
 SNIPPET = """
-for (const block of document.querySelectorAll("div.%(cls)s")) {
-  const spec = JSON.parse(block.querySelector("script.%(cls)s-spec").textContent);
-  const target = document.createElement("div");
-  target.className = "%(cls)s-live";
-  vegaEmbed(target, spec, {renderer: "svg", actions: false}).then(() => {
-    block.querySelector("div.%(cls)s-static").replaceWith(target);
-    block.dataset.live = "yes";
-  }).catch((error) => console.error("explorable chart:", error));
-}
+document.fonts.ready.then(() => {
+  for (const block of document.querySelectorAll("div.%(cls)s")) {
+    const spec = JSON.parse(block.querySelector("script.%(cls)s-spec").textContent);
+    const target = document.createElement("div");
+    target.className = "%(cls)s-live";
+    vegaEmbed(target, spec, {renderer: "svg", actions: false}).then(() => {
+      block.querySelector("div.%(cls)s-static").replaceWith(target);
+      block.dataset.live = "yes";
+    }).catch((error) => console.error("explorable chart:", error));
+  }
+});
 """ % {"cls": CLASS}
 
 

@@ -29,7 +29,7 @@ from biasaudit.core.store import (
 from biasaudit.data.bbq import load_bbq
 from biasaudit.data.item_table import ITEM_COLUMNS, ItemError, read_items, select_items
 from biasaudit.data.public import resolve_data_dir
-from biasaudit.data.release_import import JUDGMENTS_FILE, RELEASED_SIMILARITY, import_released
+from biasaudit.data.release_import import JUDGMENTS_FILE, LLM_FILE, RELEASED_SIMILARITY, import_released
 from biasaudit.data.stereoset import load_stereoset
 from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
@@ -242,6 +242,13 @@ def similarity_source(similarity: pd.DataFrame | None) -> str:
     if "kind" in similarity and similarity["kind"].eq(RELEASED_SIMILARITY).any():
         return "the release's own check of each translation (validation_results.json: back-translation similarity)"
     return "the similarity table of chapter 01"
+
+
+def read_llm_rewordings(params) -> pd.DataFrame:
+    """The release's LLM rewordings' scores (imported with the released scores; kept out of the run's scores,
+    as no route of the floor), or an empty table."""
+    path = run_dir(params.run_name) / LLM_FILE
+    return pd.read_parquet(path) if path.exists() else pd.DataFrame()
 
 
 def read_judgments(params) -> pd.DataFrame | None:

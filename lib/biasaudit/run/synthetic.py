@@ -182,10 +182,52 @@ def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fracti
                  "inf_rows": 890 if scorer == "v1" else 0}
                 for n, (scorer, labels) in enumerate([("v1", "raw"), ("v1", "fixed"), ("v2", "raw"), ("v2", "fixed")])]
     pd.DataFrame(ablation).to_csv(target / "pipeline_ablation.csv", index=False)
-    deltas = [0.0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.5]
+    deltas = [0.0, 0.1, 0.15, 0.2, 0.3, 0.5]
     pd.DataFrame({"delta": deltas, "shift": [d / 5 for d in deltas], "power": [min(1.0, 2 * d) for d in deltas],
-                  "false_pos": 0.0}).to_csv(target / "spike_in_null.csv", index=False)
+                  "fa_rate": 0.0, "runs": 200}).to_csv(target / "spike_in_null_200.csv", index=False)
+    _made_up_inputs(target, models, bases, rng)
     return list(models)
+
+
+def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.random.Generator) -> None:
+    """The release's other files, in their formats, with made-up content: token counts, the translation
+    checks, the LLM rewordings' scores and the paper's summary numbers (paper_numbers.json,
+    robustness_checks.json), so that every reader and every comparison on the released pages runs."""
+    versions = [(base, language) for base, _ in bases for language in RELEASE_LANGUAGES]
+    counts = [{"model": model, "prompt_id": f"{base}_{language}", "n_stereotype": int(rng.integers(3, 15)),
+               "n_anti_stereotype": int(rng.integers(3, 15))} for model in models for base, language in versions]
+    pd.DataFrame(counts).to_csv(target / "token_counts.csv", index=False)
+    translated = [(b, lang) for b, lang in versions if lang != "en"]
+    similarity = np.round(rng.uniform(0.6, 1.0, len(translated)), 4)
+    (target / "validation_results.json").write_text(json.dumps({
+        f"{b}_{lang}": {"similarity": float(s), "original": f"Context of {b} in en.", "back_translated": f"Made up {b}.",
+                        "passed": bool(s >= 0.85)} for (b, lang), s in zip(translated, similarity)}, indent=1),
+        encoding="utf-8")
+    judgment = rng.choice(["preserved", "partly", "lost"], p=[0.7, 0.28, 0.02], size=len(translated))
+    pd.DataFrame({"language": [lang for _, lang in translated], "prompt_id": [f"{b}_{lang}" for b, lang in translated],
+                  "source": "made up", "en_stereotype": "", "en_anti": "", "tr_stereotype": "", "tr_anti": "",
+                  "judgment": judgment, "note": "", "judge": "made up for the tests"}
+                 ).to_csv(target / "contrast_judgment_full.csv", index=False)
+    for model in models:
+        noise = pd.read_csv(target / f"{model}_noise_floor.csv")
+        llm = noise.loc[noise["pivot"] == "de"].head(max(2, len(bases) // 4)).assign(pivot="llm", seed=3)
+        llm.to_csv(target / f"{model}_noise_floor_llm.csv", index=False)
+    languages = [lang for lang in RELEASE_LANGUAGES if lang != "en"]
+    (target / "paper_numbers.json").write_text(json.dumps({
+        "en_mean_ss": 0.5, "en_binary_ss": 0.6, "cells": {"n_sig_bh05": 20, "n_sig_bh05_binary": 20},
+        "gap_by_language": {lang: {"mean_d": -0.02, "lo": -0.03, "hi": -0.01, "n_sig": 3, "n_neg": 10,
+                                   "n_sig_bin": 3} for lang in languages},
+        "floor": {"median_floor": 0.0075, "median_floor_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.008),
+                  "n_sig_bh05": 0},
+        "extra_pivot": {"llm": {"floor": 0.005, "median_abs_d": 0.035, "sd_d": 0.085}},
+        "slope_cross": 0.26, "slope_para": 0.66, "corr_cross": 0.23, "corr_para": 0.48,
+        "slope_by_lang": dict.fromkeys(languages, 0.3), "slope_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.7),
+        "agree_by_lang": dict.fromkeys(languages, 0.6), "agree_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.7),
+    }, indent=1), encoding="utf-8")
+    (target / "robustness_checks.json").write_text(json.dumps({"summed": {
+        "en_mean": 0.6, "cells_negative": 70, "n_sig_bh": 30, "drop_by_lang": dict.fromkeys(languages, 0.05),
+        "sig_by_lang": dict.fromkeys(languages, 4), "slope": 0.25, "slope_by_lang": dict.fromkeys(languages, 0.3),
+        "agree_by_lang": dict.fromkeys(languages, 0.6)}}, indent=1), encoding="utf-8")
 
 
 def _made_up_row(draw: np.random.Generator, model: str, prompt_id: str, contrast: float, collapsed: bool,

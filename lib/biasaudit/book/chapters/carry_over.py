@@ -7,7 +7,7 @@ from dataclasses import replace
 import pandas as pd
 
 from biasaudit import analyses
-from biasaudit.book import charts, explore
+from biasaudit.book import charts, explore, paper
 from biasaudit.book.report import Report, TableStyle, with_interval
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -60,6 +60,9 @@ def report(params: RunParams) -> Report:
         "n_weaker": int((translations["strength_after"] < translations["strength_before"]).sum()),
         "n_translations": len(translations), "within_text": within_language_text(table, rewording),
     })
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.carry_rows(paper.read_json(folder, "paper_numbers.json"), table),
+                                       "paper_numbers.json") if folder else None
     out.figures["density"] = charts.carry_over_density(pairs, table)
     translated = explore.translated_items(study.scores, params.aggregate)
     out.figures["explore"] = explore.carry_over_explorer(

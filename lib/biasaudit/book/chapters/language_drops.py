@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import altair as alt
 
-from biasaudit.book import charts, explore
+from biasaudit.book import charts, explore, paper
 from biasaudit.book.prose import refined_text, run_scope
 from biasaudit.book.report import Report, TableStyle, interval_column
 from biasaudit.lm.registry import OFFLINE_MODELS
@@ -45,6 +45,9 @@ def report(params: RunParams) -> Report:
         "scope_text": run_scope(released=bool(params.released_scores), models=sorted(study.scores["model"].unique()),
                                 offline=list(OFFLINE_MODELS)),
     })
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.drops_rows(paper.read_json(folder, "paper_numbers.json"), drops, cells,
+                                                        params.n_permutations), "paper_numbers.json") if folder else None
     out.figures["drops"] = charts.drop_bars(drops)
     moved = explore.moved_items(study.scores, params.aggregate)
     out.figures["heatmap"] = explore.cell_explorer(

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from biasaudit.analyses.floor import model_floors
-from biasaudit.book import charts
+from biasaudit.analyses.floor import model_floors, separate_rewordings
+from biasaudit.book import charts, paper
 from biasaudit.book.report import Report, TableStyle
+from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
 
@@ -37,6 +38,16 @@ def above_model_floor(language_cells: pd.DataFrame, floor_cells: pd.DataFrame) -
     model's routes)? Chapter 22 shows the same per cell, so the two chapters count the same cells."""
     model_floor = language_cells["model"].map(model_floors(floor_cells))
     return language_cells["drop"].abs() > model_floor
+
+
+def llm_text(llm: dict) -> str:
+    """The release's LLM rewordings, a comparison of their own beside the floor's routes ("" without them)."""
+    if not llm:
+        return ""
+    return (f" The release also rewords {llm['n_items']} English items with an LLM instead of a round trip (the "
+            f"paper's Table 3 sets them apart; they are no route of the floor): their floor, the median over models "
+            f"of |English − reworded|, is {llm['floor']:.4f}, with a median |change| per item of "
+            f"{llm['median_abs_d']:.4f} and an SD of {llm['sd_d']:.4f}.")
 
 
 def report(params: RunParams) -> Report:
@@ -72,6 +83,11 @@ def report(params: RunParams) -> Report:
         "same_choice_all": float(overall["same_choice"]),
         "floor_against_noise": floor_against_noise(float(overall["floor"]), float(overall["noise_only"])),
     })
+    llm = separate_rewordings(study.scores, pipeline.read_llm_rewordings(params), study.options)
+    out.values["floor_against_noise"] += llm_text(llm)
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.floor_rows(paper.read_json(folder, "paper_numbers.json"), floor, llm),
+                                       "paper_numbers.json") if folder else None
     out.figures["floor"] = charts.floor_bars(floor)
     out.figures["heatmap"] = charts.drop_heatmap(cells, group="via",
                                                  title="English minus reworded English, by model and route")

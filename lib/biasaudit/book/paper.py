@@ -1,0 +1,213 @@
+"""The paper's published numbers beside this run's, on the pages of a run of the released scores.
+
+The paper's own results come with its release (`paper_numbers.json`, `robustness_checks.json`: the
+numbers its tables print). On a run of the released scores that holds all ten of the paper's models,
+a chapter lists the numbers it shares with the paper, each with a mark: the same at the paper's
+printed precision, within Monte Carlo error of it (both numbers rest on random draws; the error is
+given), or different, with the reason where it is known. With fewer models, or on the book's own run,
+nothing is listed: the numbers could only differ.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import HTML
+
+from biasaudit.book.report import TableStyle, readable
+from biasaudit.data.release_files import RELEASED_MODELS, release_file
+from biasaudit.data.released import resolve_released_source
+from biasaudit.run.params import RunParams
+
+# The paper writes Chinese as zh-CN; this project as zh.
+PAPER_CODE: dict[str, str] = {"zh": "zh-CN"}
+STYLE = TableStyle(columns={"quantity": "quantity", "paper": "the paper's", "ours": "this run's", "mark": "mark"},
+                   formats={"paper": lambda v: v, "ours": lambda v: v}, fold_constant=False, empty="")
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One number the paper prints and this run computes: its name, both values, the paper's printed
+    precision (decimals), the Monte Carlo standard error of their difference where both rest on random
+    draws, and the reason for a difference where it is known."""
+
+    quantity: str
+    paper: float
+    ours: float
+    digits: int
+    mc_se: float = math.nan
+    why: str = ""
+
+    def mark(self) -> str:
+        if any(isinstance(v, float) and math.isnan(v) for v in (self.paper, self.ours)):
+            return "not computed by this run" if math.isnan(self.ours) else "not in the paper's files"
+        if round(self.paper, self.digits) == round(self.ours, self.digits):
+            return "same at the paper's precision"
+        if not math.isnan(self.mc_se) and abs(self.paper - self.ours) <= 2 * self.mc_se:
+            return f"within Monte Carlo error (2 SE = {2 * self.mc_se:.{self.digits + 1}f})"
+        return f"differs: {self.why}" if self.why else "differs"
+
+
+def beside(rows: list[Compared]) -> pd.DataFrame:
+    """The rows as a table: quantity, the paper's value and this run's at the paper's precision, mark."""
+    return pd.DataFrame([{"quantity": r.quantity, "paper": f"{r.paper:.{r.digits}f}", "ours": f"{r.ours:.{r.digits}f}",
+                          "mark": r.mark()} for r in rows], columns=["quantity", "paper", "ours", "mark"])
+
+
+def paper_files(params: RunParams, models: list[str]) -> Path | None:
+    """The folder holding the paper's result files, on a run of the released scores of all ten of its
+    models; None otherwise."""
+    if not params.released_scores or sorted(models) != sorted(RELEASED_MODELS):
+        return None
+    folder = resolve_released_source(params.released_scores)
+    return folder if release_file(folder, "paper_numbers.json") is not None else None
+
+
+def read_json(folder: Path, name: str) -> dict:
+    path = release_file(folder, name)
+    return json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
+
+
+def summary_text(table: pd.DataFrame) -> str:
+    """How many of the listed numbers agree, in one sentence (empty where none is listed)."""
+    if table.empty:
+        return ""
+    same = table["mark"].str.startswith("same").sum()
+    within = table["mark"].str.startswith("within").sum()
+    differ = table["mark"].str.startswith("differs").sum()
+    explained = table["mark"].str.startswith("differs:").sum()
+    parts = [f"{same} the same at the paper's printed precision"]
+    if within:
+        parts.append(f"{within} within Monte Carlo error")
+    reasons = ("" if not differ else f" ({explained} of them with the reason beside it)" if explained else
+               " (no reason is known for them)")
+    parts.append(f"{differ} different{reasons}" if differ else "none different")
+    return (f"The paper's own numbers beside this run's: of {len(table)}, " + ", ".join(parts[:-1])
+            + f" and {parts[-1]}.")
+
+
+# --------------------------------------------------------------------------------------------
+# What each chapter shares with the paper
+# --------------------------------------------------------------------------------------------
+
+
+def drops_rows(numbers: dict, drops: pd.DataFrame, cells: pd.DataFrame, n_permutations: int) -> list[Compared]:
+    """Chapter 10 (the paper's Table 1): the English scores, each language's drop with its interval across
+    models, the cells below English and the reliable cells, soft and binary, overall and per language."""
+    by = drops.set_index("language")
+    rows = [Compared("English soft score", numbers["en_mean_ss"], float(by.loc["en", "soft"]), 4),
+            Compared("English binary score", numbers["en_binary_ss"], float(by.loc["en", "binary"]), 4)]
+    gap = numbers.get("gap_by_language", {})
+    for language in [c for c in by.index if c != "en"]:
+        paper = gap.get(PAPER_CODE.get(language, language))
+        if paper is None:
+            continue
+        row = by.loc[language]
+        rows += [Compared(f"drop, {language}", -paper["mean_d"], float(row["drop"]), 4),
+                 Compared(f"drop, {language}: interval low", -paper["hi"], float(row["drop_low"]), 4),
+                 Compared(f"drop, {language}: interval high", -paper["lo"], float(row["drop_high"]), 4)]
+        mine = cells.loc[cells["language"] == language]
+        for what, column, key, flips in (("reliable cells", "reliable", "n_sig", "flips"),
+                                         ("reliable cells, binary", "reliable_binary", "n_sig_bin", "flips_binary")):
+            refined = mine.loc[mine[flips] > n_permutations, "model"].tolist()
+            why = (f"{', '.join(refined)} × {language} sits at the threshold; tested again here with "
+                   f"{int(mine[flips].max()):,} sign flips (the paper used {n_permutations:,})" if refined else "")
+            rows.append(Compared(f"{what}, {language}", paper[key], int(mine[column].sum()), 0, why=why))
+        rows.append(Compared(f"cells below English, {language}", paper["n_neg"], int((mine["drop"] > 0).sum()), 0))
+    summary = numbers.get("cells", {})
+    if summary:
+        rows += [Compared("reliable cells, all", summary["n_sig_bh05"], int(cells["reliable"].sum()), 0),
+                 Compared("reliable cells, binary, all", summary["n_sig_bh05_binary"],
+                          int(cells["reliable_binary"].sum()), 0)]
+    return rows
+
+
+def block(rows: list[Compared], what: str):
+    """The comparison as the page shows it (a sentence and the table), or None where there is none."""
+    if not rows:
+        return None
+    table = beside(rows)
+    intro = (f"<p><strong>The paper beside this run.</strong> {html.escape(summary_text(table))} The paper's values "
+             f"come from its own result files ({html.escape(what)}), at the precision it prints them.</p>")
+    return HTML(intro + readable(table, STYLE).to_html())
+
+
+def _code(language: str) -> str:
+    return PAPER_CODE.get(language, language)
+
+
+def floor_rows(numbers: dict, floor: pd.DataFrame, llm: dict | None) -> list[Compared]:
+    """Chapter 11 (the paper's Table 3): the floor over all routes and per route, the reliable rewording
+    cells, and the LLM rewordings' row."""
+    paper, by = numbers.get("floor", {}), floor.set_index("via")
+    rows = []
+    if "all routes" in by.index and paper:
+        rows += [Compared("noise floor, all routes (median of the models' floors)", paper["median_floor"],
+                          float(by.loc["all routes", "floor"]), 4),
+                 Compared("reliable rewording cells", paper["n_sig_bh05"], int(by.loc["all routes", "reliable_cells"]),
+                          0)]
+    for pivot, value in paper.get("median_floor_by_pivot", {}).items():
+        if pivot in by.index:
+            rows.append(Compared(f"floor, via {pivot}", value, float(by.loc[pivot, "floor"]), 4))
+    extra = numbers.get("extra_pivot", {}).get("llm")
+    if extra and llm:
+        rows += [Compared("LLM rewordings: floor (median over models)", extra["floor"], llm["floor"], 4),
+                 Compared("LLM rewordings: median |change|", extra["median_abs_d"], llm["median_abs_d"], 4),
+                 Compared("LLM rewordings: SD of the changes", extra["sd_d"], llm["sd_d"], 4)]
+    return rows
+
+
+def carry_rows(numbers: dict, table: pd.DataFrame) -> list[Compared]:
+    """Chapter 13 (the paper's Tables 12 and 14): slope, r and same choice of translation and rewording,
+    pooled and per language or route (every model × item pair pooled, as the paper fits them)."""
+    by = table.set_index(["change", "group"])
+    rows = []
+
+    def add(name: str, value: float | None, key: tuple[str, str], column: str, digits: int) -> None:
+        if value is not None and key in by.index:
+            rows.append(Compared(name, value, float(by.loc[key, column]), digits))
+
+    add("slope, translation", numbers.get("slope_cross"), ("translation", "all"), "slope", 2)
+    add("r, translation", numbers.get("corr_cross"), ("translation", "all"), "r", 2)
+    add("slope, rewording", numbers.get("slope_para"), ("rewording", "all"), "slope", 2)
+    add("r, rewording", numbers.get("corr_para"), ("rewording", "all"), "r", 2)
+    for language, value in numbers.get("slope_by_lang", {}).items():
+        code = "zh" if language == "zh-CN" else language
+        add(f"slope, {code}", value, ("translation", code), "slope", 2)
+        add(f"same choice, {code}", numbers.get("agree_by_lang", {}).get(language), ("translation", code),
+            "same_choice", 3)
+    for pivot, value in numbers.get("slope_by_pivot", {}).items():
+        add(f"slope, via {pivot}", value, ("rewording", pivot), "slope", 2)
+        add(f"same choice, via {pivot}", numbers.get("agree_by_pivot", {}).get(pivot), ("rewording", pivot),
+            "same_choice", 3)
+    return rows
+
+
+def summed_rows(robustness: dict, table: pd.DataFrame) -> list[Compared]:
+    """Chapter 17 (the paper's Table 7): with summed log-probs, the English soft score and per language the
+    drop, the reliable cells and the slope."""
+    summed, by = robustness.get("summed"), table.set_index("language")
+    if not summed or "en" not in by.index:
+        return []
+    rows = [Compared("English soft score, sums", summed["en_mean"], float(by.loc["en", "soft_sum"]), 4)]
+    for language in [c for c in by.index if c != "en"]:
+        code = _code(language)
+        if code in summed.get("drop_by_lang", {}):
+            rows.append(Compared(f"drop with sums, {language}", summed["drop_by_lang"][code],
+                                 float(by.loc[language, "drop_sum"]), 4))
+        if code in summed.get("sig_by_lang", {}):
+            rows.append(Compared(f"reliable cells with sums, {language}", summed["sig_by_lang"][code],
+                                 int(by.loc[language, "reliable_drops_sum"]), 0))
+        if code in summed.get("slope_by_lang", {}):
+            rows.append(Compared(f"slope with sums, {language}", summed["slope_by_lang"][code],
+                                 float(by.loc[language, "slope_sum"]), 2))
+    others = by.loc[by.index != "en"]
+    if "n_sig_bh" in summed:
+        rows.append(Compared("reliable cells with sums, all", summed["n_sig_bh"], int(others["reliable_drops_sum"].sum()),
+                             0))
+    return rows

@@ -1,0 +1,75 @@
+"""The paper's numbers beside a run's: the marks worked by hand, the rows a chapter builds, and (with the
+data mirror) this project's numbers for Llama-3.1-8B against the paper's own per-model results."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from biasaudit import analyses
+from biasaudit.book import paper
+from biasaudit.core.options import StudyOptions
+from biasaudit.data.released import read_released
+from biasaudit.run.params import RunParams
+
+
+def test_a_number_is_marked_the_same_within_monte_carlo_error_or_different():
+    assert paper.Compared("drop", 0.0193, 0.01934, 4).mark() == "same at the paper's precision"
+    assert paper.Compared("drop", 0.0193, 0.0196, 4).mark() == "differs"
+    assert paper.Compared("power", 0.545, 0.53, 3, mc_se=0.04).mark() == "within Monte Carlo error (2 SE = 0.0800)"
+    assert paper.Compared("cells", 28, 27, 0, why="a cell at the threshold").mark() == \
+        "differs: a cell at the threshold"
+    assert paper.Compared("sums", 0.6, math.nan, 3).mark() == "not computed by this run"
+
+
+def test_the_summary_counts_the_marks():
+    table = paper.beside([paper.Compared("a", 1.0, 1.0, 2), paper.Compared("b", 1.0, 1.2, 2, mc_se=0.2),
+                          paper.Compared("c", 3, 2, 0, why="x")])
+    assert table["paper"].tolist() == ["1.00", "1.00", "3"] and table["ours"].tolist() == ["1.00", "1.20", "2"]
+    assert paper.summary_text(table) == ("The paper's own numbers beside this run's: of 3, 1 the same at the paper's "
+                                         "printed precision, 1 within Monte Carlo error and 1 different (1 of them with "
+                                         "the reason beside it).")
+
+
+def test_chapter_10_shares_its_english_scores_drops_and_reliable_cells_with_table_1():
+    numbers = {"en_mean_ss": 0.5358, "en_binary_ss": 0.6315,
+               "gap_by_language": {"zh-CN": {"mean_d": -0.0193, "lo": -0.0271, "hi": -0.0116, "n_sig": 3, "n_neg": 2,
+                                             "n_sig_bin": 1}},
+               "cells": {"n_sig_bh05": 2, "n_sig_bh05_binary": 1}}
+    drops = pd.DataFrame({"language": ["en", "zh"], "soft": [0.53578, 0.5], "binary": [0.6316, 0.6],
+                          "drop": [0.0, 0.0193], "drop_low": [0.0, 0.0116], "drop_high": [0.0, 0.0271]})
+    cells = pd.DataFrame({"model": ["a", "b"], "language": ["zh", "zh"], "drop": [0.02, 0.01],
+                          "reliable": [True, True], "reliable_binary": [True, False], "flips": [20_000, 1_000_000],
+                          "flips_binary": [20_000, 20_000]})
+    rows = {r.quantity: r for r in paper.drops_rows(numbers, drops, cells, 20_000)}
+    assert rows["English soft score"].mark() == "same at the paper's precision"
+    assert rows["English binary score"].mark() == "differs", "0.6316 is not 0.6315"
+    assert rows["drop, zh"].paper == pytest.approx(0.0193) and rows["drop, zh"].mark().startswith("same")
+    assert (rows["drop, zh: interval low"].paper, rows["drop, zh: interval high"].paper) == (0.0116, 0.0271)
+    assert rows["reliable cells, zh"].mark() == ("differs: b × zh sits at the threshold; tested again here with "
+                                                 "1,000,000 sign flips (the paper used 20,000)")
+    assert rows["cells below English, zh"].mark() == "same at the paper's precision"
+    assert rows["reliable cells, all"].ours == 2
+
+
+def test_only_a_released_run_of_the_ten_models_is_compared(tmp_path):
+    assert paper.paper_files(RunParams(), ["smollm2-135m"]) is None
+    fixtures = Path(__file__).parent / "fixtures" / "released"
+    assert paper.paper_files(RunParams(released_scores=str(fixtures)), ["tiny-a"]) is None
+
+
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
+                    "paper_numbers.json")
+def test_llamas_own_numbers_are_the_papers(mirror):
+    """The paper gives some numbers per model: Llama-3.1-8B's, from its released scores alone, are the paper's
+    (the English binary score counts a tie as not stereotyped, as the paper does)."""
+    numbers = json.loads((mirror / "paper_numbers.json").read_text())
+    scores = read_released(mirror, models=["llama3.1-8b"])
+    english = analyses.item_scores(scores).query("variant == 'original'")
+    assert english["soft"].mean() == pytest.approx(numbers["en_soft_by_model"]["llama3.1-8b"], abs=5e-5)
+    assert english["binary"].mean() == pytest.approx(numbers["en_bin_by_model"]["llama3.1-8b"], abs=5e-5)
+    gaps = analyses.model_gaps(scores, options=StudyOptions(n_permutations=200, n_bootstrap=50)).set_index("model")
+    assert gaps.loc["llama3.1-8b", "clci"] == pytest.approx(numbers["clfi"]["llama3.1-8b"], abs=5e-5)
