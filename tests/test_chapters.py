@@ -385,11 +385,14 @@ def test_chapter_16_says_where_its_test_and_the_verdict_differ():
 
 
 def test_chapter_19_tells_the_power_per_language_first():
-    from biasaudit.book.chapters.detection import power_text, weak_text
+    from biasaudit.book.chapters.detection import power_clause, power_text, weak_text
 
     by_language = pd.DataFrame({"language": ["es", "zh", "sw"], "power_observed": [0.15, 0.64, 0.9]})
-    assert power_text(by_language) == ("At each language's own scatter and observed drop, the cell test's power (median "
+    assert power_text(by_language) == ("The cell test's power at each language's own scatter and observed drop (median "
                                        "over the models) runs from 15% in Spanish (es) to 90% in Swahili (sw).")
+    # the clause a solution continues: "At alpha 0.01, the cell test's power ...; at the chapter's rate, ..."
+    assert power_clause(by_language).startswith("the cell test's power at each") and not power_clause(
+        by_language).endswith(".")
     assert power_text(by_language.iloc[:1]).endswith("is 15% in Spanish (es).")
     weak = weak_text(by_language)
     assert weak.startswith("For Spanish (es) and Chinese (zh), a drop the size of the observed one would be called "

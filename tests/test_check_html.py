@@ -120,3 +120,40 @@ def test_the_command_fails_on_defects_and_passes_a_clean_book(tmp_path, capsys, 
     (tmp_path / "page.html").write_text('<script src="https://cdn.example/x.js"></script>')
     assert check_html.main([str(tmp_path)]) == 1
     assert remote_assets(tmp_path) and "no Chromium on this machine" in capsys.readouterr().out
+
+
+def _article(body: str) -> str:
+    return f'<html><body><nav><p>2 model(s)</p></nav><article class="bd-article">{body}</article></body></html>'
+
+
+@pytest.mark.parametrize("prose, what", [
+    ("<p>Scoring 1,664 item version(s) for 2 model(s) took 3 s.</p>", "a plural left unresolved"),
+    ("<p>anti-stereotyped one child at home.; third a broken garden fence..</p>", "doubled or stray punctuation"),
+    ("<p>The drop is 0.05 and the floor is .</p>", "a space before a full stop or comma"),
+    ("<p>The largest fall is in Swahili: nan below English.</p>", "a missing value shown as text"),
+    ("<p>The answer is {glue:text}`x` here.</p>", "markup that was never rendered"),
+    ("<p>“No sé” begins with **no**.</p>", "markup that was never rendered"),
+    ("<p>Written under /root/.cache/biasaudit/models.</p>", "a path of the machine that built the book"),
+    ("<p>(At 0.9: At the fixed threshold of 0.9, 10 pass.)</p>", "a sentence glued from two"),
+    ("<p>The gaps do not move: The gap ranges from 0.04 to 0.05.</p>", "a sentence glued from two"),
+    ("<p>The same rows, once more for the record here. The same rows, once more for the record here.</p>",
+     "a sentence twice in one paragraph"),
+    ("<p>Before.</p><p></p>", "1 empty paragraph"),
+])
+def test_each_broken_sentence_is_named(prose, what):
+    from biasaudit.book.check_text import page_defects
+
+    found = page_defects(_article(prose))
+    assert len(found) == 1 and found[0].startswith(what), found
+
+
+def test_good_prose_data_and_what_is_not_prose_pass():
+    from biasaudit.book.check_text import page_defects
+
+    good = _article(
+        "<p>None of the errors raises a warning, e.g., once the run is made; the null cells stay null.</p>"
+        "<p>LangBiTe's loader turns an empty answer into the text “nan”; at 0.9 (a threshold: its default).</p>"
+        "<p>Run <code>make book</code>. The formula <span class=\"math\">\\(p_{(s)}\\)</span> holds.</p>"
+        '<table class="ba-data"><tr><td>the <b>mango</b> tree needed **watering** None</td></tr></table>'
+        "<table><tr><td><p>Break</p></td><td><p></p></td></tr></table><pre>x = 1 ..</pre>")
+    assert page_defects(good) == []

@@ -12,7 +12,6 @@ def test_counts_ranges_and_differences_read_as_one_value_where_there_is_one():
     assert prose.value_range(0.4, 0.6, 2) == "from 0.40 to 0.60"
     assert prose.value_range(0.5, 0.5, 2) == "0.50" and prose.value_range(12.31, 12.34, 1) == "12.3", "no 'from x to x'"
     assert prose.magnitude(-0.0123) == "0.012" and prose.magnitude(0.0004) == "less than 0.001"
-    assert prose.lead("Per template:", True) == "Per template:" and prose.lead("Per template:", False) == ""
     assert prose.spoken_clauses(["a", "b"]) == "a and b" and prose.spoken_clauses(["a, x", "b"]) == "a, x; and b"
 
 

@@ -104,3 +104,10 @@ def test_korean_cells_keep_their_words_whole():
 
     styled = re.findall(r"#T_\w+?_(row\d+_col\d+) \{\s*word-break: keep-all;\s*\}", html)
     assert styled == ["row0_col1"], "only the Korean cell"
+
+
+def test_a_text_said_once_in_the_caption_is_quoted_with_its_own_punctuation():
+    table = pd.DataFrame({"model": ["a", "b"], "context": ["The kids were at home.", "The kids were at home."],
+                          "third": ["a fence.", "a fence."], "soft": [0.1, 0.2]})
+    html = readable(table).to_html()
+    assert "<caption>In every row: context “The kids were at home.”; third “a fence.”.</caption>" in html

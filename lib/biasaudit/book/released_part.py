@@ -213,6 +213,13 @@ def comparison_text(models: list[str]) -> str:
             f"partial: the paper's conclusion rests on all ten. To add the rest, {GET_THEM}")
 
 
+def shown_paths(text: str) -> str:
+    """A sentence with its folders in code font, the home folder written ~ (a page shows where the files came
+    from on the reader's own machine, not as prose)."""
+    home = str(Path.home())
+    return re.sub(r"(?<![`\w])(/[^\s,;`]+[^\s,;.`])", lambda m: "`" + m.group(1).replace(home, "~", 1) + "`", text)
+
+
 def index_page(main_params_path: str | Path, part: PartSource, chapters: list[str]) -> str:
     """The part's first page: what it is, where its scores came from and how they were fetched, its
     parameters, and the verdict side by side with the main run's; or, with no part, why and how to
@@ -225,7 +232,7 @@ def index_page(main_params_path: str | Path, part: PartSource, chapters: list[st
                        "[the verdict](../analyses/22_verdict).\n")
     source = part.folder
     if source is None:
-        return text + (f"This build: {part.how}. So this part of the book holds no chapters, and no page of this "
+        return text + (f"This build: {shown_paths(part.how)}. So this part of the book holds no chapters, and no page of this "
                        f"build shows results from the released study. To add it, {GET_THEM}\n")
     params = part_params(source, part.params_file)
     models = released_models_in(source)
@@ -236,7 +243,7 @@ def index_page(main_params_path: str | Path, part: PartSource, chapters: list[st
     listed = "\n".join(f"- []({name})" for name in chapters)
     left_out = "\n".join(f"- [](../analyses/{name}): {why}" for name, why in NOT_IN_PART.items())
     return text + f"""The chapters of this part run on the item scores the paper "Lost in Translation" released:
-{len(models)} of the study's ten models ({', '.join(models)}). This build: {part.how}. The two label errors of the raw
+{len(models)} of the study's ten models ({', '.join(models)}). This build: {shown_paths(part.how)}. The two label errors of the raw
 files are fixed on import (chapter 20 shows what they do). Every chapter reads the same as in the main part; the
 numbers are this build's own analyses of the released scores, not figures copied from the paper.
 

@@ -66,7 +66,7 @@ def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
             raise KeyError(f"readable: columns {missing} are not in the table ({list(shown.columns)})")
         shown = shown[list(style.columns)].rename(columns=style.columns)
     names = style.columns or {c: c for c in shown.columns}
-    shown = shown.loc[:, [c for c in shown.columns if not shown[c].isna().all()]] if len(shown) else shown
+    shown = shown.loc[:, [c for c in shown.columns if not _empty(shown[c])]] if len(shown) else shown
     formats: dict[str, Any] = {}
     for column in shown.columns:
         source = next((k for k, v in names.items() if v == column), column)
@@ -86,7 +86,7 @@ def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
         shown, formats = _transposed(shown, formats), {}
     folded = _constant_columns(shown) if style.fold_constant and not style.transpose else []
     if folded:
-        said = "; ".join(f"{column} {_written(shown[column].iloc[0], formats.get(column))}" for column in folded)
+        said = "; ".join(f"{column} {_quoted(_written(shown[column].iloc[0], formats.get(column)))}" for column in folded)
         caption = f"{caption} In every row: {said}.".strip()
         shown = shown.drop(columns=folded)
     formats = {c: f for c, f in formats.items() if c in shown.columns}
@@ -100,7 +100,8 @@ def readable(table: pd.DataFrame, style: TableStyle = TableStyle()):
 
 def _styled(shown: pd.DataFrame, formats: dict[str, Any], caption: str):
     styler = shown.style.format(formats, na_rep="", escape="html").hide(axis="index")
-    styler = styler.set_table_styles(_CELL_STYLE).map(_keep_korean_words)
+    # the class says its cells are the data as it is (an item's text may hold "**" or "<b>" on purpose)
+    styler = styler.set_table_styles(_CELL_STYLE).map(_keep_korean_words).set_table_attributes('class="ba-data"')
     if caption:
         styler = styler.set_caption(html.escape(caption))
     return styler
@@ -187,6 +188,18 @@ def _constant_columns(shown: pd.DataFrame) -> list[str]:
     numbers = [c for c in shown.columns
                if pd.api.types.is_numeric_dtype(shown[c]) and not pd.api.types.is_bool_dtype(shown[c])]
     return constant if any(c not in constant for c in numbers) else []
+
+
+def _empty(values: pd.Series) -> bool:
+    """Nothing in any row: missing, or blank text (an interval where there is none to give)."""
+    blank = values.isna() | values.map(lambda v: isinstance(v, str) and not v.strip())
+    return bool(blank.all())
+
+
+def _quoted(text: str) -> str:
+    """A value said in a caption's sentence: text in quotation marks (its own punctuation stays inside them),
+    a number or a single word as it is."""
+    return f"“{text}”" if " " in text.strip() or text.rstrip()[-1:] in ".,;:!?" else text
 
 
 def _written(value: Any, fmt: Any) -> str:

@@ -21,6 +21,7 @@ from pydantic import (
     model_validator,
 )
 
+from biasaudit.core.words import counted, plural
 from biasaudit.core.columns import ITEM_COLUMNS, OPTIONS
 from biasaudit.core.paths import PROJECT_ROOT
 
@@ -125,7 +126,7 @@ def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: i
     """
     missing = [c for c in ITEM_COLUMNS if c not in items.columns]
     if missing:
-        raise ItemError(f"{origin}: missing column(s) {missing}; expected {ITEM_COLUMNS}")
+        raise ItemError(f"{origin}: missing {plural(len(missing), 'column')} {missing}; expected {ITEM_COLUMNS}")
     problems: list[str] = []
     records = items[ITEM_COLUMNS].to_dict(orient="records")
     for offset, record in enumerate(records):
@@ -151,7 +152,7 @@ def validate_items(items: pd.DataFrame, *, origin: str = "<table>", first_row: i
     if problems:
         shown = "\n  ".join(problems[:50])
         more = f"\n  ... and {len(problems) - 50} more" if len(problems) > 50 else ""
-        raise ItemError(f"{len(problems)} problem(s) in the item table:\n  {shown}{more}")
+        raise ItemError(f"{counted(len(problems), 'problem')} in the item table:\n  {shown}{more}")
     return items[ITEM_COLUMNS].reset_index(drop=True)
 
 
@@ -187,7 +188,7 @@ def read_items(path: str | Path = DEFAULT_BANK) -> pd.DataFrame:
                             "a quote inside it doubled)")
     extra = [c for c in table.columns if c not in ITEM_COLUMNS]
     if extra:
-        raise ItemError(f"{path}: unknown column(s) {extra}; an item file has exactly {ITEM_COLUMNS}")
+        raise ItemError(f"{path}: unknown {plural(len(extra), 'column')} {extra}; an item file has exactly {ITEM_COLUMNS}")
     return validate_items(table, origin=str(path))
 
 

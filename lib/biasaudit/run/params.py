@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from biasaudit.core.words import counted
 from biasaudit.core.options import DEFAULT_SEED, Aggregate, StudyOptions
 from biasaudit.core.paths import project_path
 from biasaudit.data.languages import LANGUAGE_NAMES
@@ -419,7 +420,7 @@ def validate_params(values: dict[str, Any], origin: str) -> RunParams:
         return RunParams(**values)
     except ValidationError as err:
         lines = "\n  ".join(_describe(e) for e in err.errors())
-        raise ParamsError(f"{origin}: {len(err.errors())} problem(s)\n  {lines}") from None
+        raise ParamsError(f"{origin}: {counted(len(err.errors()), 'problem')}\n  {lines}") from None
 
 
 def read_params(path: str | Path) -> RunParams:

@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from biasaudit.core.words import counted, plural
 from biasaudit.analyses import stats
 from biasaudit.core.options import DEFAULT_SEED
 from biasaudit.core.paths import project_path, run_dir
@@ -56,7 +57,7 @@ def load_sources(
     """
     unknown = set(sources) - {"stereoset", "bbq"}
     if unknown:
-        raise ValueError(f"unknown source(s) {sorted(unknown)}; choose from 'stereoset', 'bbq'")
+        raise ValueError(f"unknown {plural(len(unknown), 'source')} {sorted(unknown)}; choose from 'stereoset', 'bbq'")
     folder = str(project_path(data_dir)) if data_dir else None
     tables, stages = [], []
     if "stereoset" in sources:
@@ -88,7 +89,7 @@ def select_run_items(
     present = set().union(*(set(bank["language"]) for bank in banks)) if banks else set()
     absent = [language for language in languages if language not in present]
     if banks and absent:
-        raise ItemError(f"key 'languages': {absent} has no version in the item bank(s) {list(item_banks)} "
+        raise ItemError(f"key 'languages': {absent} has no version in the item {plural(len(item_banks), 'bank')} {list(item_banks)} "
                         f"(they hold {sorted(present - {'en'})}); drop it from the params or add its translations")
     public, stages = load_sources(list(sources or []), **source_options)
     table = pd.concat([*banks, public], ignore_index=True) if len(public) else pd.concat(banks, ignore_index=True)
@@ -345,7 +346,8 @@ def rerun_with_errors(
             for boundary in (False, True):
                 table, missing = scores_by_text(version, scored[boundary])
                 if len(missing):
-                    raise ValueError(f"{len(missing)} item version(s) have texts that were never scored, e.g. "
+                    raise ValueError(f"{counted(len(missing), 'item version')} {'has' if len(missing) == 1 else 'have'} texts "
+                                     "that were never scored, e.g. "
                                      f"{missing['item_id'].head(3).tolist()}")
                 frames.append(table.assign(stereoset_label_map=label_map, bbq_roles_by_order=roles_by_order,
                                            scorer_boundary=boundary))

@@ -35,6 +35,7 @@ import pandas as pd
 from biasaudit.analyses import ScoresError, item_scores
 from biasaudit.book.report import Report
 from biasaudit.core.options import StudyOptions
+from biasaudit.core.paths import PROJECT_ROOT
 from biasaudit.core.store import RunLockedError, StoreWarning
 from biasaudit.core.sweep_record import CLEAR, RECOVERED, RIGHT, SWEEP_COLUMNS, read_last_sweep, write_sweep
 from biasaudit.data.item_table import (
@@ -186,7 +187,8 @@ def case_items_markup(folder: Path) -> tuple[str, str]:
     html = report.table("items").to_html()
     if "<script>" in html or "&lt;script&gt;alert(1)&lt;/script&gt; **manager**" not in html:
         raise CaseFailed("the markup is not shown as text in the book's tables")
-    return "an item whose context holds <script> and **bold**", "kept verbatim; shown escaped, as text, in the book"
+    return ("an item whose context holds a script tag and Markdown bold marks", "kept verbatim; shown escaped, as text, "
+            "in the book")
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,7 +438,9 @@ def run_case(name: str, scratch: Path | None = None) -> Outcome:
             done, said, *rest = result
             lost = int(rest[0]) if rest else 0
             outcome = RECOVERED if name in RECOVERING else (CLEAR if name in ERROR_CASES else RIGHT)
-            said = said.replace(str(folder), "<scratch>")  # the scratch folder's name says nothing
+            # the scratch folder's name says nothing, and the project's own folder is the reader's, not this machine's
+            said = said.replace(str(folder), "<scratch>").replace(str(PROJECT_ROOT) + "/", "").replace(
+                str(Path.home()), "~")
             return Outcome(name, group, done, first_line(said), outcome, lost)
         except CaseFailed as failure:
             return Outcome(name, group, "", first_line(str(failure)), f"FAILED: {first_line(str(failure), 120)}")

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from biasaudit.core.words import counted
 from biasaudit.core.paths import PROJECT_ROOT, cache_dir
 from biasaudit.data.downloads import DownloadError, PinnedFile, fetch, verified
 from biasaudit.data.public import resolve_data_dir
@@ -141,7 +142,7 @@ def read_template_file(path: Path, language: str, *, variant: str = "original", 
     except (pd.errors.ParserError, OSError) as err:
         raise TemplateError(f"{path}: cannot be read as a tab-separated template file: {err}") from None
     if raw.shape[1] < len(FILE_COLUMNS):
-        raise TemplateError(f"{path}: {raw.shape[1]} column(s); a template file has at least {len(FILE_COLUMNS)}: "
+        raise TemplateError(f"{path}: {counted(raw.shape[1], 'column')}; a template file has at least {len(FILE_COLUMNS)}: "
                             f"{FILE_COLUMNS}")
     table = raw.iloc[:, :len(FILE_COLUMNS)].set_axis(FILE_COLUMNS, axis=1)
     extra = raw.iloc[:, len(FILE_COLUMNS)] if variant == "paraphrase" and raw.shape[1] > len(FILE_COLUMNS) else None
@@ -175,7 +176,7 @@ def read_template_file(path: Path, language: str, *, variant: str = "original", 
         })
     if errors:
         shown = "\n  ".join(errors[:50])
-        raise TemplateError(f"{len(errors)} problem(s) in the template file:\n  {shown}")
+        raise TemplateError(f"{counted(len(errors), 'problem')} in the template file:\n  {shown}")
     out = pd.DataFrame(rows, columns=[*TEMPLATE_COLUMNS, "file", "row"])
     duplicated = out["template_id"].duplicated()
     if duplicated.any():
@@ -236,7 +237,7 @@ def check_communities(templates: pd.DataFrame, communities: dict[str, dict[str, 
                 for row in templates.itertuples(index=False) for placeholder in placeholders(row.prompt)
                 if not communities.get(markup(placeholder), {}).get(row.language)]
     if problems:
-        raise TemplateError(f"{len(problems)} placeholder(s) without communities:\n  " + "\n  ".join(problems[:50]))
+        raise TemplateError(f"{counted(len(problems), 'placeholder')} without communities:\n  " + "\n  ".join(problems[:50]))
 
 
 def read_project_library(languages: Iterable[str], folder: Path = PROJECT_LIBRARY, *,

@@ -44,14 +44,20 @@ def language_summary(curves: pd.DataFrame, cells: pd.DataFrame, verdict_cells: p
     return pd.DataFrame(rows)
 
 
-def power_text(by_language: pd.DataFrame) -> str:
-    """The per-language power at the observed drops, lowest and highest, in one sentence."""
+def power_clause(by_language: pd.DataFrame) -> str:
+    """The per-language power at the observed drops, lowest and highest, as a clause ("the cell test's power
+    ... runs from 12% in ... to 80% in ...") that a sentence can continue."""
     span = extremes(by_language.set_index("language")["power_observed"], lambda p: f"{p:.0%}")
     if not span:
-        return "This run has no language cells, so there is no power to report."
-    return (f"At each language's own scatter and observed drop, the cell test's power (median over the models) runs "
-            f"{span}." if " to " in span else f"At each language's own scatter and observed drop, the cell test's "
-            f"power (median over the models) is {span}.")
+        return "the run has no language cells, so there is no power to report"
+    return (f"the cell test's power at each language's own scatter and observed drop (median over the models) "
+            f"{'runs' if ' to ' in span else 'is'} {span}")
+
+
+def power_text(by_language: pd.DataFrame) -> str:
+    """`power_clause` as a sentence."""
+    clause = power_clause(by_language)
+    return clause[:1].upper() + clause[1:] + "."
 
 
 def weak_text(by_language: pd.DataFrame) -> str:
@@ -107,7 +113,7 @@ def spike_in_text(table: pd.DataFrame, n_models: int, n_cells: int, file: str = 
                           f"δ = {spoken_list(off)}")
     superseded = (" That file is the paper's first, superseded curve (40 runs on the null cells of four models); "
                   "its Figure 1 rests on spike_in_null_200.csv (200 runs over the null cells of all ten), which "
-                  "`make released` downloads." if file == "spike_in_null.csv" else "")
+                  "make released downloads." if file == "spike_in_null.csv" else "")
     return (f"On this run's {n_cells} null cells ({count_noun(n_models, 'model')} with rewordings), {parts[0]}, "
             f"and {parts[1]}. The released curve ({file}, {runs} runs per δ) is the paper's Figure 1. With other "
             "cells, Benjamini–Hochberg runs over another family and the cells' own scatter differs, so the power need "
@@ -124,7 +130,7 @@ def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
     path = release_file(folder, "spike_in_null_200.csv") or release_file(folder, "spike_in_null.csv")
     if path is None:
         return pd.DataFrame(), ("The released files at hand lack spike_in_null_200.csv, the paper's curve (its "
-                                "Figure 1); `make released` downloads it.")
+                                "Figure 1); make released downloads it.")
     paper = pd.read_csv(path)
     missing = {"delta", "shift", "power"} - set(paper.columns)
     if missing:
@@ -174,6 +180,7 @@ def report(params: RunParams) -> Report:
         "language_sd_high": float(by_language["sd"].max()),
         "scatter_text": scatter_text(floor_sd, float(by_language["sd"].min()), float(by_language["sd"].max())),
         "weak_text": weak_text(by_language), "power_text": power_text(by_language),
+        "power_clause": power_clause(by_language),
     })
     spike, out.values["spike_in_text"] = spike_in(params, study)
     out.values["spike_n_runs"] = SPIKE_RUNS

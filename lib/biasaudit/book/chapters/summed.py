@@ -20,7 +20,7 @@ TABLE_STYLE = TableStyle(columns={
     "slope_mean": "slope (mean)", "slope_sum": "slope (sum)", "same_binary": "same choice under both",
     "token_gap": "token gap"}, percent=("same_binary",))
 NO_SUMS = ("This run's scores carry only per-token mean log-probs (the paper's released scores are of this kind, "
-           "unless the release's token_counts.csv is beside them: `make released` downloads it), so the two "
+           "unless the release's token_counts.csv is beside them, which make released downloads), so the two "
            "aggregates cannot be compared here. A run this project scored itself (the default run, or "
            "params/sources.yml) keeps both the sums and the token counts.")
 

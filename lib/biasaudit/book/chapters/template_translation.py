@@ -18,7 +18,6 @@ from biasaudit.book import charts
 from biasaudit.book.prose import (
     count_noun,
     language_names,
-    lead,
     magnitude,
     reasons_sentence,
     spoken_clauses,
@@ -62,13 +61,12 @@ REFUSED_STYLE = TableStyle(columns={
     "reason": "why the rules refuse it"}, empty="")
 EXAMPLES_STYLE = TableStyle(columns={
     "via": "translator", "language": "language", "hypothesis": "machine", "reference": "human",
-    "chrf": "chrF", "cosine": "cosine"}, empty="")
+    "chrf": "chrF", "cosine": "cosine"}, empty="",
+    caption="The templates furthest from the human translation, per translator and language (at most two each).")
 
 
 # --- the chapter -----------------------------------------------------------------------------------
 
-QUALITY_LEAD = "A mean hides how a translator fails. Per template:"
-EXAMPLES_LEAD = "The templates furthest from the human translation, per translator and language (at most two each):"
 
 
 def planned_values(params: RunParams) -> dict[str, int]:
@@ -128,10 +126,8 @@ def report(params: RunParams) -> Report:
     out.figures["quality"] = charts.metric_boxes(
         long, "value", box="group", row="metric", x_title="against the human translation",
         title="Per template: machine against human translation (placeholders filled alike)") if len(long) else None
-    out.values["quality_lead"] = lead(QUALITY_LEAD, out.figures["quality"] is not None)
     examples = quality.sort_values("cosine", kind="stable").groupby(["via", "language"], sort=False).head(2)
     out.add_table("examples", examples, EXAMPLES_STYLE)
-    out.values["examples_lead"] = lead(EXAMPLES_LEAD, len(examples) > 0)
 
     para, short = step["paraphrases"], step["short"]
     by_p = tx.paraphrase_similarity(para) if len(para) else pd.DataFrame()
@@ -160,7 +156,7 @@ def _nothing_to_compare(out: Report, why: str) -> Report:
     """Every result section empty, each saying why in one sentence."""
     text = not_computed(why)
     out.values.update({"success_text": text, "quality_text": text, "paraphrase_text": text, "order_text": text,
-                       "best_text": text, "order_summary": text, "quality_lead": "", "examples_lead": ""})
+                       "best_text": text, "order_summary": text})
     for name in ("rates", "reasons", "quality", "examples", "paraphrases", "orders"):
         out.add_table(name, pd.DataFrame(), TableStyle(empty=""))
     out.figures.update({"quality": None, "paraphrases": None, "orders": None})
