@@ -765,3 +765,24 @@ def test_every_results_chapter_gives_the_same_outputs_on_a_rerun(ci_book, tmp_pa
         assert half.returncode == 0, output[-6000:]
     cells = sum(int(n) for output in outputs for n in re.findall(r"\b(\d+) passed\b", output))
     assert cells >= 100, outputs  # every code cell of the results chapters was compared
+
+
+def test_one_number_one_value_across_the_pages(ci_book, monkeypatch):
+    """A language's drop and its 95% interval are one computation shown by chapters 10, 16 and 22: every page
+    that shows them shows the same numbers (a page with another quantity, a subset, names it otherwise)."""
+    from biasaudit.book.chapters import faithful, language_drops, verdict
+    from biasaudit.run.params import read_params
+
+    book, _ = ci_book
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(book / "runs_as_built"))
+    params = read_params(ROOT / "params" / "ci.yml")
+    drops = language_drops.report(params).tables["drops"].set_index("language")
+    shown = {"chapter 10": drops[["drop", "drop_low", "drop_high"]],
+             "chapter 16": faithful.report(params).tables["faithful"].set_index("language")[
+                 ["drop_all", "drop_all_low", "drop_all_high"]],
+             "chapter 22": verdict.report(params).tables["languages"].set_index("language")[["drop", "low", "high"]]}
+    languages = [lang for lang in drops.index if lang != "en"]
+    assert languages
+    for page, table in shown.items():
+        values = table.loc[languages].to_numpy(dtype=float)
+        assert values == pytest.approx(drops.loc[languages, ["drop", "drop_low", "drop_high"]].to_numpy(dtype=float)), page

@@ -63,3 +63,39 @@ def test_the_teaching_page_links_pages_that_exist_and_plans_fit_their_time():
     for length, unit, plan in plans:
         ends = [int(end) for end in re.findall(r"^\| \d+–(\d+) \|", plan, re.M)]
         assert ends and ends == sorted(ends) and ends[-1] == int(length) * (60 if unit == "hour" else 1), (length, ends)
+
+
+# Words the book uses in more than one sense link to the glossary only in the sense the entry defines. Each
+# rule reads the text just before a link (or the sentence around it) for a sign of another sense; a rule is
+# an approximation of reading the sentence, so each names the senses it knows.
+OTHER_SENSES: dict[str, re.Pattern] = {
+    # the template tests' pass drop has the opposite sign
+    "drop": re.compile(r"pass\W*$", re.I),
+    # a template's Passed / Failed is the template verdict, not the language verdict
+    "verdict": re.compile(r"(Failed|Passed|template)\W*$"),
+    # a token-count gap, a gap in a program: not the cross-lingual gap
+    "gap": re.compile(r"(token-count|token|bug or a)\s*$", re.I),
+    # a chart's squares, a notebook's cells
+    "cell": re.compile(r"(darker|lighter|notebook|Each|heatmap)\W*$"),
+}
+CELL_SENSE = re.compile(r"×|test|Benjamini|reliable|q-value|model and language|route")
+
+
+def test_a_word_with_several_senses_links_only_in_the_glossarys_sense():
+    pages = {path.name: path.read_text(encoding="utf-8") for path in (ROOT / "book").glob("*.md")}
+    for path in (ROOT / "notebooks").glob("*.ipynb"):
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+        pages[path.name] = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+    wrong = []
+    for name, text in pages.items():
+        for match in ROLE.finditer(text):
+            term = (match.group(2) or match.group(1)).strip()
+            before = text[max(0, match.start() - 40):match.start()]
+            sentence = text[max(0, match.start() - 200):match.end() + 200]
+            if term in OTHER_SENSES and OTHER_SENSES[term].search(before):
+                wrong.append(f"{name}: …{before}{match.group(0)}")
+            if term == "cell" and not CELL_SENSE.search(sentence):
+                wrong.append(f"{name}: {match.group(0)} with no test or model × language near it")
+    assert not wrong, "\n".join(wrong)
+    # the senses kept apart have entries of their own
+    assert {"pass drop", "template verdict"} <= set(glossary_terms())

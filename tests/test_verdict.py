@@ -87,12 +87,19 @@ def test_the_rule_on_the_papers_published_numbers():
 def test_the_interval_is_across_models_from_five_models():
     options = StudyOptions(n_bootstrap=400, seed=3)
     items = np.random.default_rng(0).normal(0.02, 0.1, size=200)
-    basis, drop, low, high = v.language_interval(np.array([0.01, 0.02, 0.03, 0.02, 0.02]), items, options, key=("x",))
+    basis, drop, low, high, low_se, high_se = v.language_interval(np.array([0.01, 0.02, 0.03, 0.02, 0.02]), items,
+                                                                  options, key=("x",))
     mean, t_low, t_high = 0.02, 0.02 - 2.776445 * np.sqrt(0.00005 / 5), 0.02 + 2.776445 * np.sqrt(0.00005 / 5)
     assert basis == v.ACROSS_MODELS and drop == pytest.approx(mean)
     assert (low, high) == pytest.approx((t_low, t_high), abs=1e-6)  # t(0.975, 4) = 2.776445, SD² = 0.00005
-    basis, drop, low, high = v.language_interval(np.array([0.01, 0.03]), items, options, key=("x",))
+    assert (low_se, high_se) == (0.0, 0.0), "a t interval has no Monte Carlo error"
+    basis, drop, low, high, low_se, high_se = v.language_interval(np.array([0.01, 0.03]), items, options, key=("x",))
     assert basis == v.OVER_ITEMS and drop == pytest.approx(items.mean())
+    # the Monte Carlo error of a bootstrap end: about sqrt(p(1 − p) / B) / density at the end, here with
+    # the normal shape of the mean's bootstrap distribution (SD = the items' SE)
+    se = items.std() / np.sqrt(200)
+    expected = np.sqrt(0.025 * 0.975 / 400) / norm.pdf(1.96) * se
+    assert 0.4 * expected < low_se < 2.5 * expected and 0.4 * expected < high_se < 2.5 * expected
     assert low < items.mean() < high and high - low == pytest.approx(2 * 1.96 * items.std() / np.sqrt(200), rel=0.25)
     # a model without the language does not count towards the five
     assert v.language_interval(np.array([0.01, 0.02, 0.03, 0.02, np.nan]), items, options, key=("x",))[0] == v.OVER_ITEMS
@@ -204,3 +211,45 @@ def test_the_papers_ten_model_study_gives_the_papers_conclusion(mirror):
         paper = numbers["gap_by_language"]["zh-CN" if language == "zh" else language]
         assert (-row["high"], -row["low"]) == pytest.approx((paper["lo"], paper["hi"]), abs=1e-4)  # 4 decimals
     assert languages["verdict"].to_dict() == EXPECTED_ON_THE_PAPER
+
+
+def test_an_interval_end_within_its_monte_carlo_error_of_a_floor_is_at_the_boundary():
+    # the low end 0.0155 sits on the largest floor 0.0155: which side depends on the draws
+    verdict, possible = v.settled_verdict(0.0155, 0.0944, largest_floor=0.0155, typical_floor=0.008, low_se=0.0004,
+                                          high_se=0.0004)
+    assert verdict == v.BOUNDARY and possible == [v.REAL, v.BEYOND_TYPICAL]
+    reason = v.verdict_reason(verdict, 0.0155, 0.0944, largest_floor=0.0155, typical_floor=0.008, possible=possible)
+    assert reason.endswith("other draws could give real shift or beyond the typical floor, not clearly")
+    # far from every floor, or without Monte Carlo error (a t interval), the rule's verdict stands
+    assert v.settled_verdict(0.03, 0.09, largest_floor=0.0155, typical_floor=0.008, low_se=0.0004,
+                             high_se=0.0004) == (v.REAL, [v.REAL])
+    assert v.settled_verdict(0.0155, 0.0944, largest_floor=0.0155, typical_floor=0.008)[0] == v.BEYOND_TYPICAL
+
+
+def test_the_verdict_and_chapter_10_give_one_interval_and_seeds_do_not_flip_a_verdict():
+    from pathlib import Path
+
+    from biasaudit.analyses.drops import cell_tests, language_drops
+    from biasaudit.analyses.floor import floor_cells
+    from biasaudit.data.item_table import read_items
+    from biasaudit.run.synthetic import synthetic_scores
+
+    items = read_items(Path(__file__).resolve().parents[1] / "data" / "items" / "written.csv")
+    scores = synthetic_scores(items, ["m1", "m2"], seed=4)
+    verdicts = []
+    for seed in range(5):
+        options = StudyOptions(n_permutations=300, n_bootstrap=2000, seed=seed)
+        cells = cell_tests(scores, options)
+        drops = language_drops(scores, options, cells=cells)
+        table = v.verdict_languages(scores, options, cells=cells, floors=floor_cells(scores, options), drops=drops)
+        # one interval: the verdict's is chapter 10's, number for number
+        merged = table.merge(drops, on="language")
+        assert np.allclose(merged[["low", "high"]].to_numpy(), merged[["drop_low", "drop_high"]].to_numpy())
+        verdicts.append(table.set_index("language")["verdict"])
+    seeds = pd.concat(verdicts, axis=1)
+    flipped = seeds.loc[seeds.nunique(axis=1) > 1]
+    # a verdict that another seed changes is marked at the boundary by at least one of them, never two
+    # different verdicts both given as settled
+    for language, row in flipped.iterrows():
+        settled = {verdict for verdict in row if verdict != v.BOUNDARY}
+        assert len(settled) <= 1, (language, row.tolist())

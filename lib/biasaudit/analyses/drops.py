@@ -13,6 +13,7 @@ import pandas as pd
 
 from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
+from biasaudit.analyses.intervals import language_interval
 from biasaudit.analyses.refine import refine_near_threshold
 from biasaudit.analyses.scores import item_scores, paired_with_english, versions_in
 from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
@@ -81,13 +82,15 @@ def language_drops(
     *,
     cells: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Per language: mean soft and binary score, drop vs English with a t-interval across models,
-    number of models with a reliable drop (soft, binary), carry-over slope (every pair pooled, the paper's:
+    """Per language: mean soft and binary score, drop vs English with its 95% interval
+    (`intervals.language_interval`: across models with enough of them, else over items; `basis` says
+    which, and drop_low_se, drop_high_se give a bootstrap end's Monte Carlo error), number of models with a
+    reliable drop (soft, binary), carry-over slope (every pair pooled, the paper's:
     `carry_over.carry_point`), same choice, fluency.
 
-    English itself is the first row (drop 0 by definition). The interval is across models, so
-    with two models it is wide: that is the honest uncertainty of a two-model mean. `cells` are
-    this table's `cell_tests` when already computed (they are not computed twice).
+    English itself is the first row (drop 0 by definition). This is the one interval of a language's
+    drop: the verdict (chapter 22) and chapter 16 show the same. `cells` are this table's `cell_tests`
+    when already computed (they are not computed twice).
     """
     scored = item_scores(scores, options.aggregate)
     pairs = paired_with_english(scored, "translation")
@@ -98,19 +101,21 @@ def language_drops(
     rows.append({
         "language": "en", "n_items": english["base_id"].nunique(), "n_models": english["model"].nunique(),
         "soft": english["soft"].mean(), "binary": english["binary"].mean(),
-        "drop": 0.0, "drop_low": np.nan, "drop_high": np.nan,
+        "basis": "", "drop": 0.0, "drop_low": np.nan, "drop_high": np.nan, "drop_low_se": np.nan, "drop_high_se": np.nan,
         "reliable_drops": np.nan, "reliable_drops_binary": np.nan,
         "slope": 1.0, "same_choice": 1.0, "fluency": english["fluency"].mean(),
     })
     for language, group in pairs.groupby("language", sort=False):
         per_model = cells.loc[cells["language"] == language]
-        mean_drop, low, high = stats.t_interval(per_model["drop"].to_numpy(), level=options.level)
+        item_drops = -group.groupby("base_id")["change"].mean().dropna().to_numpy()
+        basis, mean_drop, low, high, low_se, high_se = language_interval(
+            per_model["drop"].to_numpy(dtype=float), item_drops, options, key=(language,))
         versions = scored.loc[(scored["variant"] == "translation") & (scored["language"] == language)]
         rows.append({
             "language": language, "n_items": group["base_id"].nunique(), "n_models": group["model"].nunique(),
             "soft": group["soft"].mean(), "binary": group["binary"].mean(),
-            "drop": mean_drop, "drop_low": low, "drop_high": high,
-            "reliable_drops": int((per_model["reliable"] & (per_model["drop"] > 0)).sum()),
+            "basis": basis, "drop": mean_drop, "drop_low": low, "drop_high": high, "drop_low_se": low_se,
+            "drop_high_se": high_se, "reliable_drops": int((per_model["reliable"] & (per_model["drop"] > 0)).sum()),
             "reliable_drops_binary": int((per_model["reliable_binary"] & (per_model["drop_binary"] > 0)).sum()),
             "slope": carry_point(group)["slope"],  # every pair pooled, the paper's (methods page)
             "same_choice": float((group["binary"] == group["binary_en"]).mean()),

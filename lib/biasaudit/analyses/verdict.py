@@ -39,16 +39,16 @@ from biasaudit.analyses import stats
 from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.detection import null_pvalues
 from biasaudit.analyses.floor import model_floors
+from biasaudit.analyses.intervals import ACROSS_MODELS, MIN_MODELS, OVER_ITEMS, interval_basis, language_interval
 from biasaudit.analyses.scores import item_scores, paired_with_english
 from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
 
 REAL, BEYOND_TYPICAL, UNCLEAR, NOISE = ("real shift", "beyond the typical floor, not clearly", "too little evidence",
                                         "within noise")
 NO_FLOOR = "no noise floor"
+BOUNDARY = "at the boundary"
 # In the order the page lists them: strongest evidence of a shift first.
-VERDICTS: tuple[str, ...] = (REAL, BEYOND_TYPICAL, UNCLEAR, NOISE)
-MIN_MODELS: int = 5
-ACROSS_MODELS, OVER_ITEMS = "across models", "over items"
+VERDICTS: tuple[str, ...] = (REAL, BEYOND_TYPICAL, UNCLEAR, NOISE, BOUNDARY)
 MIN_POWER: float = 0.8
 
 # What each cell shows (`cell_evidence`); evidence per model, not a verdict.
@@ -77,7 +77,23 @@ def language_verdict(low: float, high: float, *, largest_floor: float, typical_f
     return UNCLEAR
 
 
-def verdict_reason(verdict: str, low: float, high: float, *, largest_floor: float, typical_floor: float) -> str:
+def settled_verdict(low: float, high: float, *, largest_floor: float, typical_floor: float, low_se: float = 0.0,
+                    high_se: float = 0.0) -> tuple[str, list[str]]:
+    """(verdict, the verdicts the interval's Monte Carlo error allows): the rule's verdict where moving each
+    end by two of its standard errors either way cannot change it; else `BOUNDARY`, with the verdicts the
+    draws could have given. A t interval has no such error (0), so its verdict always stands."""
+    margins = [2 * (0.0 if np.isnan(low_se) else low_se), 2 * (0.0 if np.isnan(high_se) else high_se)]
+    possible = sorted({language_verdict(min(a, b), max(a, b), largest_floor=largest_floor, typical_floor=typical_floor)
+                       for a in (low - margins[0], low, low + margins[0])
+                       for b in (high - margins[1], high, high + margins[1])},
+                      key=lambda v: VERDICTS.index(v) if v in VERDICTS else len(VERDICTS))
+    if len(possible) == 1:
+        return possible[0], possible
+    return BOUNDARY, possible
+
+
+def verdict_reason(verdict: str, low: float, high: float, *, largest_floor: float, typical_floor: float,
+                   possible: list[str] | None = None) -> str:
     """The condition that gave `verdict`, with this language's numbers, for the verdict table."""
     interval = f"[{low:.4f}, {high:.4f}]"
     if verdict == REAL:
@@ -94,25 +110,11 @@ def verdict_reason(verdict: str, low: float, high: float, *, largest_floor: floa
                 f"({largest_floor:.4f})")
     if verdict == NO_FLOOR:
         return "the run has no English rewordings, so no floor to compare with"
+    if verdict == BOUNDARY:
+        return (f"{interval} has an end within two Monte Carlo standard errors of a floor (typical "
+                f"{typical_floor:.4f}, largest {largest_floor:.4f}): other draws could give "
+                f"{' or '.join(possible or [])}")
     raise ValueError(f"{verdict!r} is not a verdict")
-
-
-def interval_basis(n_models: int, min_models: int = MIN_MODELS) -> str:
-    """Across models when there are enough of them to be the units of an interval; else over items."""
-    return ACROSS_MODELS if n_models >= min_models else OVER_ITEMS
-
-
-def language_interval(model_drops: np.ndarray, item_drops: np.ndarray, options: StudyOptions, *, key: tuple,
-                      min_models: int = MIN_MODELS) -> tuple[str, float, float, float]:
-    """(basis, drop, low, high): a t interval over the models' drops (chapter 10's), or, with fewer than
-    `min_models` models, a percentile bootstrap over the items' drops (each averaged over the models)."""
-    basis = interval_basis(int(np.sum(~np.isnan(np.asarray(model_drops, dtype=float)))), min_models)
-    if basis == ACROSS_MODELS:
-        drop, low, high = stats.t_interval(model_drops, level=options.level)
-    else:
-        drop, low, high = stats.bootstrap_mean_ci(item_drops, n_boot=options.n_bootstrap, level=options.level,
-                                                  seed=[options.seed, stats.group_seed_key(("verdict", *key))])
-    return basis, drop, low, high
 
 
 def cell_evidence(*, drop: float, reliable: bool, floor: float, power: float, min_power: float = MIN_POWER) -> str:
@@ -183,25 +185,37 @@ def verdict_cells(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS,
 
 
 def verdict_languages(scores: pd.DataFrame, options: StudyOptions = DEFAULT_OPTIONS, *, cells: pd.DataFrame,
-                      floors: pd.DataFrame, min_models: int = MIN_MODELS) -> pd.DataFrame:
+                      floors: pd.DataFrame, min_models: int = MIN_MODELS,
+                      drops: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per language: n_models, basis and the drop with its interval (`language_interval`), the
     typical (median) and largest model floor, the verdict (`language_verdict`) and its reason.
 
-    `cells` and `floors` are the run's `cell_tests` and `floor_cells`. The floors are those of every
-    model with rewordings, whether or not it has this language: rewording is one yardstick for all."""
+    `cells` and `floors` are the run's `cell_tests` and `floor_cells`; `drops`, the run's `language_drops`,
+    whose intervals are the ones used (computed here with the same rule where not given). The floors are
+    those of every model with rewordings, whether or not it has this language: rewording is one yardstick
+    for all. Where an interval end lies within its Monte Carlo error of a floor, the verdict is
+    `BOUNDARY` (`settled_verdict`)."""
     pairs = paired_with_english(item_scores(scores, options.aggregate), "translation").dropna(subset=["change"])
     known = model_floors(floors).dropna().to_numpy(dtype=float)
     typical, largest = (float(np.median(known)), float(known.max())) if known.size else (np.nan, np.nan)
     rows = []
+    given = drops.set_index("language") if drops is not None and min_models == MIN_MODELS else None
     for language, mine in cells.groupby("language", sort=True):
-        item_drops = -pairs.loc[pairs["language"] == language].groupby("base_id")["change"].mean().to_numpy()
-        basis, drop, low, high = language_interval(mine["drop"].to_numpy(dtype=float), item_drops, options,
-                                                   key=(language,), min_models=min_models)
-        verdict = language_verdict(low, high, largest_floor=largest, typical_floor=typical)
+        if given is not None and language in given.index:
+            row = given.loc[language]
+            basis, drop, low, high, low_se, high_se = (row["basis"], row["drop"], row["drop_low"], row["drop_high"],
+                                                       row["drop_low_se"], row["drop_high_se"])
+        else:
+            item_drops = -pairs.loc[pairs["language"] == language].groupby("base_id")["change"].mean().to_numpy()
+            basis, drop, low, high, low_se, high_se = language_interval(
+                mine["drop"].to_numpy(dtype=float), item_drops, options, key=(language,), min_models=min_models)
+        verdict, possible = settled_verdict(low, high, largest_floor=largest, typical_floor=typical, low_se=low_se,
+                                            high_se=high_se)
         rows.append({
             "language": language, "n_models": len(mine), "basis": basis, "drop": drop, "low": low, "high": high,
             "typical_floor": typical, "largest_floor": largest, "verdict": verdict,
-            "reason": verdict_reason(verdict, low, high, largest_floor=largest, typical_floor=typical),
+            "reason": verdict_reason(verdict, low, high, largest_floor=largest, typical_floor=typical,
+                                     possible=possible),
         })
     return pd.DataFrame(rows, columns=["language", "n_models", "basis", "drop", "low", "high", "typical_floor",
                                        "largest_floor", "verdict", "reason"])

@@ -429,7 +429,7 @@ def pass_drops(cells: pd.DataFrame, floor: pd.DataFrame,
 
 
 VERDICT_COLOURS = {verdict.REAL: "#d95f02", verdict.BEYOND_TYPICAL: "#e6ab02", verdict.UNCLEAR: "#7570b3",
-                   verdict.NOISE: "#1b9e77", verdict.NO_FLOOR: "#999999"}
+                   verdict.NOISE: "#1b9e77", verdict.BOUNDARY: "#a6761d", verdict.NO_FLOOR: "#999999"}
 EVIDENCE_COLOURS = {verdict.RELIABLE: "#d95f02", verdict.LOW_POWER: "#7570b3", verdict.NOT_RELIABLE: "#66a61e",
                     verdict.WITHIN_FLOOR: "#1b9e77"}
 

@@ -97,7 +97,7 @@ class Study:
         """The book's verdict per language (chapter 22's rule), which chapters 10, 16 and 19 show beside
         their own numbers: one table, so no two pages give a language different answers."""
         return self.computed("language_verdicts", lambda: verdict_analysis.verdict_languages(
-            self.scores, self.options, cells=self.cells(), floors=self.floor_cells()))
+            self.scores, self.options, cells=self.cells(), floors=self.floor_cells(), drops=self.language_drops()))
 
     def detection(self, deltas: list[float], n_runs: int, inject: Literal["all", "one"] = "all") -> pd.DataFrame:
         return self.computed("detection", lambda: analyses.detection_power(

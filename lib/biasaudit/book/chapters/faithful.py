@@ -19,7 +19,10 @@ from biasaudit.run.study import Study
 FAITHFUL_STYLE = TableStyle(columns={
     "language": "language", "n_all": "pairs", "n_faithful": "faithful pairs", "share_faithful": "share faithful",
     "n_unjudged": "not judged", "shown_all": "drop, all [95%]", "shown_faithful": "drop, faithful only [95%]",
-    "shown_reduction": "reduction [95%]"}, percent=("share_faithful",))
+    "shown_reduction": "reduction [95%]"}, percent=("share_faithful",),
+    caption="A language's drop with all translations carries the book's one interval of that drop (chapters 10 and 22); "
+            "the faithful-only drop and the reduction carry bootstraps over items of their own (the reduction's "
+            "paired: each resample gives both drops).")
 TESTS_STYLE = TableStyle(columns={
     "subset": "subset", "language": "language", "n_items": "items", "translation_drop": "translation drop",
     "rewording_drop": "rewording drop", "shown_excess": "excess drop [95%]", "p": "p", "q": "q",
@@ -114,6 +117,10 @@ def report(params: RunParams) -> Report:
     else:
         faithful = pd.DataFrame(columns=["language", "n_all", "n_faithful", "share_faithful", "n_unjudged"] + [
             f"{column}{end}" for column in ("drop_all", "drop_faithful", "reduction") for end in ("", "_low", "_high")])
+    shared = study.language_drops().set_index("language")
+    own = faithful["language"].isin(shared.index)
+    for column, source in (("drop_all", "drop"), ("drop_all_low", "drop_low"), ("drop_all_high", "drop_high")):
+        faithful.loc[own, column] = faithful.loc[own, "language"].map(shared[source]).to_numpy()
     tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold,
                                        judgments=pipeline.read_judgments(params))
     out = Report()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import altair as alt
 
 from biasaudit.book import charts, explore, paper
@@ -13,9 +15,9 @@ from biasaudit.run.study import Study
 
 DROPS_STYLE = TableStyle(columns={
     "language": "language", "n_items": "items", "n_models": "models", "soft": "soft score", "binary": "binary score",
-    "drop": "drop (English − language)", "interval": "95% interval across models",
+    "drop": "drop (English − language)", "interval": "95% interval",
     "reliable_drops": "models with a reliable drop", "verdict": "verdict (chapter 22)", "slope": "carry-over slope",
-    "same_choice": "same choice", "fluency": "fluency"})
+    "same_choice": "same choice", "fluency": "fluency"}, formats={"drop": "{:.4f}"})
 CELLS_STYLE = TableStyle(columns={
     "model": "model", "language": "language", "n": "items", "drop": "drop (English − language)", "p": "p", "q": "q",
     "reliable": "reliable", "drop_binary": "drop (binary)", "q_binary": "q (binary)", "sd": "SD of the changes",
@@ -29,8 +31,11 @@ def report(params: RunParams) -> Report:
     others = drops.loc[drops["language"] != "en"]
     english = drops.loc[drops["language"] == "en"].iloc[0]
     out = Report()
-    out.add_table("drops", drops.assign(interval=interval_column(drops["drop_low"], drops["drop_high"])),
-                  DROPS_STYLE)
+    bases = sorted({b for b in drops["basis"] if b})
+    # the drop and its interval at four decimals, as chapters 16 and 22 show the same numbers
+    out.add_table("drops", drops.assign(interval=interval_column(drops["drop_low"], drops["drop_high"], 4)),
+                  replace(DROPS_STYLE, caption=f"The intervals are {' or '.join(bases)} (the verdict's, chapter 22)."
+                          if bases else ""))
     out.add_table("cells", cells, CELLS_STYLE)
     out.values.update({
         "n_models": int(english["n_models"]), "n_items": int(english["n_items"]),
