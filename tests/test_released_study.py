@@ -197,3 +197,10 @@ def test_a_failed_download_is_said_in_words_not_as_a_raw_error():
     assert offline.startswith("this machine could not reach HarshKumar3014/MultiLLMs on GitHub") and "urlopen" not in offline
     assert part.download_failure("could not download 1 file(s) (HTTP Error 404: Not Found)") == (
         "the download from HarshKumar3014/MultiLLMs failed: HTTP Error 404: Not Found")
+
+
+def test_the_front_page_starts_where_this_build_has_something_to_show():
+    built, not_built = part.start_text(True), part.start_text(False)
+    assert built.startswith("**Start with [the released study](released/index)**")
+    assert not_built.startswith("**Start with the worked example**") and "make released" in not_built
+    assert "[the released study]" not in not_built, "no link to an empty part as the place to start"

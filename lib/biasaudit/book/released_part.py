@@ -271,6 +271,24 @@ Left out of this part:
 """
 
 
+def start_text(built: bool) -> str:
+    """The front page's first advice, for what this build holds: the released study where it was built, the
+    worked example otherwise (with how to add the released part)."""
+    if built:
+        return ("**Start with [the released study](released/index)**: every results chapter rerun on the item "
+                "scores the paper released for its ten 7–11B models, whose first page gives the verdict per language "
+                "(real shift, beyond the typical floor but not clearly, too little evidence, or within noise) side by "
+                "side with this build's and with the paper's own conclusion. The rest of the book is **the worked "
+                "example**: the default run, two small models on this project's own items, computed on your machine, "
+                "with every chapter rerunnable with other parameters.\n")
+    return ("**Start with the worked example**, [the language drops](analyses/10_language_drops) of this build's "
+            "run (two small models on this project's own items, computed on your machine), and end at "
+            "[its verdict](analyses/22_verdict) per language. This build has no released study: the paper's released "
+            "scores of its ten 7–11B models were not on this machine. Run `make released` on a machine that is "
+            "online, then `make book`, to add that part; [its first page](released/index) says why it was not "
+            "built.\n")
+
+
 def write_index(folder: Path, main_params_path: str | Path, part: PartSource, chapters: list[str]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "index.md").write_text(index_page(main_params_path, part, chapters), encoding="utf-8")

@@ -187,6 +187,7 @@ def run(params_path: str | Path, only: list[str] | None = None, out_dir: Path | 
             for name in chapters:
                 released_study.mark_as_released(folder / f"{name}.ipynb", name)
         released_study.write_index(folder, params_path, released, chapters)
+        (out_dir / "start.md").write_text(released_study.start_text(bool(chapters)), encoding="utf-8")
     print_timings(timings, time.time() - started)
     return timings
 

@@ -66,6 +66,19 @@ def _explore_script(app: Sphinx, pagename: str, templatename: str, context: dict
         app.add_js_file(EXPLORE_JS, type="module")
 
 
+def _single_scripts(app: Sphinx, pagename: str, templatename: str, context: dict, doctree) -> None:
+    """Each script once per page: jupyter-book 1 adds sphinx-thebe's configuration script twice, and the
+    second declaration of its constant stops with an error in every page's console."""
+    scripts, seen = [], set()
+    for script in context.get("script_files", []):
+        key = (str(getattr(script, "filename", script) or ""),  # a script with a body only: None or ""
+               tuple(sorted((k, str(v)) for k, v in getattr(script, "attributes", {}).items())))
+        if key not in seen:
+            seen.add(key)
+            scripts.append(script)
+    context["script_files"] = scripts
+
+
 def _write_explore_script(app: Sphinx, exception: Exception | None) -> None:
     if exception is not None or app.builder.format != "html":
         return
@@ -78,5 +91,6 @@ def setup(app: Sphinx) -> dict:
     app.connect("build-finished", _copy_mathjax)
     app.connect("build-finished", _write_fonts)
     app.connect("html-page-context", _explore_script)
+    app.connect("html-page-context", _single_scripts, priority=900)
     app.connect("build-finished", _write_explore_script)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
