@@ -67,8 +67,8 @@ def hide_injected_parameters(path: Path) -> None:
 
 
 def _cell(text: str) -> str:
-    """Text for a Markdown table cell: a `|` would end the cell."""
-    return text.replace("|", "\\|")
+    """Text for a Markdown table cell: a `|` would end the cell, and `<run>` would be read as an HTML tag."""
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def write_parameters_page(params_path: str | Path, out_dir: Path) -> None:
