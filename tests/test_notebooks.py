@@ -228,7 +228,9 @@ def _tooltip_after_hover(page, selector: str) -> dict[str, str]:
     page.wait_for_selector("#vg-tooltip-element.visible", state="detached", timeout=10_000)
     mark = page.locator(f"div.ba-explore-live {selector}").first
     mark.scroll_into_view_if_needed()
-    mark.hover(force=True)  # force: the text printed over a heatmap cell lets the pointer through to it
+    # force: the text printed over a heatmap cell lets the pointer through to it; a line of the item list is
+    # wrapped over several lines, so the pointer goes on its first line's first letters, not between two lines
+    mark.hover(force=True, position={"x": 6, "y": 5} if "mark-text" in selector else None)
     page.wait_for_selector("#vg-tooltip-element.visible", timeout=10_000)
     # vega-tooltip's table: one row per field, its name in td.key and its value in td.value
     return page.eval_on_selector("#vg-tooltip-element", "e => Object.fromEntries([...e.querySelectorAll('tr')]"

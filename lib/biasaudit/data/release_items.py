@@ -1,0 +1,127 @@
+"""The paper's own items as an item bank (`item_banks: [paper]`): any model can be scored on them.
+
+The release holds the texts behind its scores: `data/prompts.json` (one record per item version: `id`,
+`base_id`, `language`, `category`, `layer`, `source`, `context`, `stereotype`, `anti_stereotype`,
+`unrelated`, and the English originals) and `data/noise_floor_paraphrases.json` (the English
+rewordings behind the noise floors: seed → `<base>_en` → pivot and the four texts). Read here into the
+items contract with the version ids of the released score files (`<base>/<language>`,
+`<base>/en~<pivot>-s<seed>`), so that a model scored on them stands beside the paper's ten:
+
+- the release's label fix applies to the texts as to the scores (StereoSet's and most of BBQ's
+  stored columns are the roles in another order; 25 BBQ items cannot be recovered and are left out);
+- the native probes of layer B, which have no English original, are left out, as from the scores;
+- a version whose two contrasting continuations are the same text is set aside, by the paper's own
+  rule (NFKC, case folded, punctuation and spaces dropped: its 37 translations and 20 rewordings).
+
+The paper joins every context and continuation with a space, Chinese included; this project joins
+Chinese without one (`item_table.join_text`), so a Chinese log-prob need not equal the release's.
+"""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+import pandas as pd
+
+from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
+from biasaudit.data.release_files import ReleasedDataError
+from biasaudit.data.released import iso_language, read_label_fix, source_dimension_category
+
+ROLES: tuple[tuple[str, str], ...] = (("stereotype", "stereotyped"), ("anti_stereotype", "anti_stereotyped"),
+                                      ("unrelated", "third"))
+
+
+def paper_form(text: str) -> str:
+    """The form in which the paper counts two continuations as one: NFKC, case folded, without punctuation
+    or spaces (letters and combining marks kept, so vowel signs still tell two words apart)."""
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    return "".join(c for c in folded if unicodedata.category(c)[0] not in ("P", "Z") and not c.isspace())
+
+
+def _roles(record: dict, mapping: dict | None, where: str) -> dict[str, str]:
+    """The three texts of a record under this project's option names, with the label fix applied."""
+    out = {}
+    for role, option in ROLES:
+        stored = (mapping or {}).get(role, role)
+        value = record.get(stored)
+        if not isinstance(value, str):
+            raise ReleasedDataError(f"{where}: field {stored!r} is missing or not text")
+        out[option] = value.strip()
+    return out
+
+
+def read_paper_prompts(path: str | Path, label_fix: dict) -> pd.DataFrame:
+    """prompts.json as item versions (layer A, label fix applied): the items contract's columns."""
+    path = Path(path)
+    try:
+        records = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ReleasedDataError(f"{path}: not a readable prompts.json: {err}") from err
+    if not isinstance(records, list):
+        raise ReleasedDataError(f"{path}: expected a list of item versions, got {type(records).__name__}")
+    rows = []
+    for number, record in enumerate(records):
+        where = f"{path}: record {number} ({record.get('id', '?')!r})"
+        missing = [k for k in ("id", "base_id", "language", "category", "layer", "context") if k not in record]
+        if missing:
+            raise ReleasedDataError(f"{where}: missing field(s) {missing}")
+        base = str(record["base_id"])
+        if record["layer"] != "A" or (base in label_fix and label_fix[base] is None):
+            continue
+        try:
+            language = iso_language(record["language"])
+        except ValueError as err:
+            raise ReleasedDataError(f"{where}, field 'language': {err}") from None
+        source, dimension, category = source_dimension_category(str(record["category"]))
+        rows.append({"item_id": f"{base}/{language}", "base_id": base, "source": source, "dimension": dimension,
+                     "category": category, "language": language,
+                     "variant": "original" if language == "en" else "translation",
+                     "via": "human" if language == "en" else "released", "context": str(record["context"]).strip(),
+                     **_roles(record, label_fix.get(base), where),
+                     "third_kind": "unknown" if source == "bbq" else "unrelated"})
+    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
+
+
+def read_paper_rewordings(path: str | Path, originals: pd.DataFrame, label_fix: dict) -> pd.DataFrame:
+    """noise_floor_paraphrases.json as English rewordings of the bank's originals (label fix applied; an
+    original the bank does not keep keeps no rewording)."""
+    path = Path(path)
+    try:
+        seeds = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ReleasedDataError(f"{path}: not a readable noise_floor_paraphrases.json: {err}") from err
+    known = originals.set_index("base_id")
+    rows = []
+    for seed, variants in seeds.items():
+        for prompt_id, version in variants.items():
+            base = str(prompt_id).removesuffix("_en")
+            if base not in known.index:
+                continue
+            where = f"{path}: seed {seed}, {prompt_id!r}"
+            pivot = version.get("pivot")
+            if not isinstance(pivot, str) or not isinstance(version.get("context"), str):
+                raise ReleasedDataError(f"{where}: missing 'pivot' or 'context'")
+            english = known.loc[base]
+            rows.append({"item_id": f"{base}/en~{pivot}-s{seed}", "base_id": base, "source": english["source"],
+                         "dimension": english["dimension"], "category": english["category"], "language": "en",
+                         "variant": "rewording", "via": pivot, "context": version["context"].strip(),
+                         **_roles(version, label_fix.get(base), where), "third_kind": english["third_kind"]})
+    return pd.DataFrame(rows, columns=ITEM_COLUMNS)
+
+
+def paper_items(prompts: str | Path, label_fix: str | Path, rewordings: str | Path | None = None
+                ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(items, collapsed): the paper's item versions, with its English rewordings where their file is given,
+    and the versions set aside because their two contrasting continuations became one text."""
+    mapping = read_label_fix(Path(label_fix))
+    items = read_paper_prompts(prompts, mapping)
+    if rewordings is not None:
+        items = pd.concat([items, read_paper_rewordings(rewordings, items.loc[items["variant"] == "original"],
+                                                        mapping)], ignore_index=True)
+    same = pd.Series([paper_form(s) == paper_form(a) for s, a in zip(items["stereotyped"], items["anti_stereotyped"])],
+                     index=items.index) & (items["variant"] != "original")
+    collapsed, kept = items.loc[same].reset_index(drop=True), items.loc[~same].reset_index(drop=True)
+    validate_items(kept, origin=str(prompts))
+    return kept, collapsed
