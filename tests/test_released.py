@@ -224,6 +224,8 @@ class _FakeResponse(stdio.BytesIO):
 def _serve_fixtures(url: str, timeout: float = 0):
     name = url.rsplit("/", 1)[1]
     path = FIXTURES / name
+    if not path.exists():  # the paper's items are fixtures of their own
+        path = FIXTURES.parent / "paper" / name
     if not path.exists():
         raise urllib.error.HTTPError(url, 404, "not found", {}, None)
     return _FakeResponse(path.read_bytes())
@@ -239,9 +241,10 @@ def test_fetch_verifies_hashes_and_records_unpinned_ones(tmp_path, monkeypatch):
         release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert (folder / "tiny-a_checkpoint.csv").read_bytes() == (FIXTURES / "tiny-a_checkpoint.csv").read_bytes()
     first_seen = json.loads((folder / downloads.FIRST_SEEN_HASHES).read_text())
-    # every file without a pinned hash: the model's three, the inputs beside the scores (the fixtures have them)
+    # every file without a pinned hash: the model's three, the inputs beside the scores, the paper's items
     assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv", "tiny-a_noise_floor_llm.csv",
-                               "validation_results.json", "contrast_judgment_full.csv", "token_counts.csv"}
+                               "validation_results.json", "contrast_judgment_full.csv", "token_counts.csv",
+                               "prompts.json", "noise_floor_paraphrases.json"}
     # A second fetch finds everything verified and downloads nothing.
     monkeypatch.setattr(downloads.urllib.request, "urlopen", lambda *a, **k: pytest.fail("downloaded again"))
     release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
@@ -274,8 +277,12 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
 
 def test_released_file_urls_are_pinned():
     files = {f.name: f for f in release_files.released_files()}
-    # per model: item scores, noise floor, LLM rewordings; the label fix; three inputs; eight result files
-    assert len(files) == 3 * len(release_files.RELEASED_MODELS) + 1 + 3 + 8
+    # per model: item scores, noise floor, LLM rewordings; the label fix; three inputs; the items and their
+    # rewordings; eight result files
+    assert len(files) == 3 * len(release_files.RELEASED_MODELS) + 1 + 3 + 2 + 8
+    assert files["prompts.json"].url.endswith("2cef8ea47da434c6583f6799b6f45965ef9a123a/MultilingualBiasAudit/"
+                                              "data/prompts.json")
+    assert files["noise_floor_paraphrases.json"].commit == "d08d460e547d712c05986b4cace52d868e35705a"
     assert files["spike_in_null_200.csv"].url == ("https://raw.githubusercontent.com/HarshKumar3014/MultiLLMs/"
                                                   "19ed3cd149a710bd4816a6b5d4dfba03c7370290/MultilingualBiasAudit/"
                                                   "results/reanalysis/spike_in_null_200.csv")

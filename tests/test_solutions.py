@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import nbformat
 import pytest
 from biasaudit.book.report import Report
-from biasaudit.book.solutions import solution_values, with_changes
+from biasaudit.book.solutions import settle_unanswered, solution_values, with_changes
 from biasaudit.run.params import ParamsError, RunParams
 
 
@@ -45,3 +46,25 @@ def test_a_prediction_worked_out_where_the_run_allows_it(capsys):
                              predicted={3: lambda: {"n_tried": 6}, 4: needs_scores, 5: {"n": 1}})
     assert values == {"ex3_n_tried": 6, "ex5_n": 1}
     assert "exercise 4 does not apply to run 'released'" in capsys.readouterr().err
+
+
+def test_a_solution_whose_numbers_this_run_cannot_give_says_so_and_why(tmp_path, capsys):
+    """An executed chapter: exercise 1's values were glued, exercise 2's could not be worked out on this run."""
+    solution_values(alpha_report, RunParams(run_name="released"), {2: {"aggregate": "sum"}})
+    message = capsys.readouterr().err
+    glued = nbformat.v4.new_code_cell("glue", outputs=[
+        nbformat.v4.new_output("display_data", data={"text/plain": "0.01"},
+                               metadata={"scrapbook": {"name": "ex1_alpha"}}),
+        nbformat.v4.new_output("stream", name="stderr", text=message)])
+    text = ("## Summary\n\n:::{solution} ex-10-1\n:class: dropdown\n\nAt {glue:text}`ex1_alpha` ...\n:::\n\n"
+            ":::{solution} ex-10-2\n:class: dropdown\n\nSums give {glue:text}`ex2_alpha` and "
+            "{glue:text}`ex2_n_permutations`.\n:::\n")
+    path = tmp_path / "chapter.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[glued, nbformat.v4.new_markdown_cell(text)]), path)
+    assert settle_unanswered(path) == [2]
+    after = nbformat.read(path, as_version=4).cells[1].source
+    assert "At {glue:text}`ex1_alpha` ..." in after, "a solution whose numbers are there is left as it is"
+    assert "ex2_" not in after and ":::{solution} ex-10-2\n:class: dropdown\n\nThe solution quotes" in after
+    assert "on run `released` they cannot be worked out: the exercise asks for summed log-probs" in after
+    assert after.endswith(":::\n"), "the block still closes"
+    assert settle_unanswered(path) == [], "nothing left to settle"

@@ -58,10 +58,21 @@ REDIRECT = re.compile(r"<meta[^>]+http-equiv=[\"']?refresh", re.IGNORECASE)
 
 
 def book_pages(html_dir: Path) -> list[Path]:
-    """The book's own pages (not Sphinx's search and index pages, nor a page that only redirects)."""
+    """The book's own pages (not Sphinx's search and index pages, nor a page that only redirects, nor one an
+    earlier build left whose source is gone: a part this build did not make)."""
     return [p for p in sorted(html_dir.rglob("*.html"))
             if p.name not in SPHINX_PAGES and "_static" not in p.parts and "_sources" not in p.parts
+            and has_source(p, html_dir)
             and not REDIRECT.search(p.read_text(encoding="utf-8", errors="replace")[:2000])]
+
+
+def has_source(page: Path, html_dir: Path) -> bool:
+    """Whether the page's source is still in the book (a folder that is not a book's build keeps every page)."""
+    root = html_dir.resolve().parent.parent
+    if not (root / "_toc.yml").is_file():
+        return True
+    stem = root / page.relative_to(html_dir).with_suffix("")
+    return any(stem.with_suffix(suffix).is_file() for suffix in (".md", ".ipynb", ".rst"))
 
 
 def cut_chart_labels(html_dir: Path) -> list[str]:

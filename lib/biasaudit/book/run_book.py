@@ -24,6 +24,7 @@ import papermill
 import yaml
 
 from biasaudit.book import released_part as released_study
+from biasaudit.book.solutions import settle_unanswered
 from biasaudit.core.paths import PROJECT_ROOT
 from biasaudit.data.release_files import ReleasedDataError
 from biasaudit.run.params import BOOK_KEYS, ParamsError, given_keys, read_params
@@ -107,6 +108,7 @@ def run_notebook(name: str, parameters: dict, out_dir: Path, label: str) -> tupl
         cwd=str(PROJECT_ROOT / "notebooks"), kernel_name="python3", progress_bar=False,
     )
     hide_injected_parameters(target)
+    settle_unanswered(target)
     seconds = time.time() - started
     print(f"  {name} done in {seconds:.0f} s", flush=True)
     return name, seconds

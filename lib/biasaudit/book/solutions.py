@@ -17,9 +17,13 @@ the released part's copies of the chapters leave the exercises out
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
+
+import nbformat
 
 from biasaudit.book.report import Report
 from biasaudit.run.params import RunParams, validate_params
@@ -63,9 +67,61 @@ def solution_values(report_of: Callable[[RunParams], Report], params: RunParams,
     return values
 
 
+NOT_APPLYING = "does not apply to run"
+
+
 def _does_not_apply(exercise: int, params: RunParams, err: Exception) -> None:
-    print(f"exercise {exercise} does not apply to run {params.run_name!r}, so its solution has no values here: {err}",
+    print(f"exercise {exercise} {NOT_APPLYING} {params.run_name!r}, so its solution has no values here: {err}",
           file=sys.stderr)
+
+
+SOLUTION = re.compile(r"(:::\{solution\} ex-[\w-]+?-(\d+)\n(?::\w+:[^\n]*\n)*)(.*?)(\n:::)", re.S)
+GLUED = re.compile(r"\{glue(?::\w+)?\}`(ex\d+_\w+)")
+WHY = re.compile(r"exercise (\d+) " + NOT_APPLYING + r" '([^']*)', so its solution has no values here: ([^\n]*)")
+
+
+def in_words(reason: str) -> str:
+    """Why an exercise's numbers cannot be had on a run, for a reader (the error itself names rows and columns)."""
+    if "lp_sum" in reason or "sums" in reason:
+        return "the exercise asks for summed log-probs, and this run's scores do not have them for every version"
+    if "has not scored" in reason:
+        return "the exercise asks about item versions this run has not scored"
+    return "the exercise's parameters do not apply to this run's scores"
+
+
+def settle_unanswered(path: Path) -> list[int]:
+    """In an executed chapter, replace each solution whose numbers this run could not work out (an exercise
+    about another run's items, or sums asked of scores that have none) by a sentence saying so and why: the page
+    never shows a solution with its numbers missing. Returns the exercises so settled."""
+    notebook = nbformat.read(path, as_version=4)
+    glued, why = set(), {}
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            name = output.get("metadata", {}).get("scrapbook", {}).get("name")
+            if name:
+                glued.add(name)
+            if output.get("output_type") == "stream":
+                why.update({int(n): (run, reason) for n, run, reason in WHY.findall(output.get("text", ""))})
+    settled: list[int] = []
+
+    def settle(match: re.Match) -> str:
+        missing = [name for name in GLUED.findall(match.group(3)) if name not in glued]
+        if not missing:
+            return match.group(0)
+        exercise = int(match.group(2))
+        settled.append(exercise)
+        run, reason = why.get(exercise, ("", ""))
+        on = f"run `{run}`" if run else "this run"
+        return (f"{match.group(1)}\nThe solution quotes this chapter's numbers under the exercise's parameters, and on "
+                f"{on} they cannot be worked out: {in_words(reason)}. Run the exercise's commands to see them; the book "
+                f"built with the default parameters (`make book`) gives them on this page.{match.group(4)}")
+
+    for cell in notebook.cells:
+        if cell.cell_type == "markdown" and ":::{solution}" in cell.source:
+            cell.source = SOLUTION.sub(settle, cell.source)
+    if settled:
+        nbformat.write(notebook, path)
+    return settled
 
 
 def glue_solutions(report_of: Callable[[RunParams], Report], params: RunParams,

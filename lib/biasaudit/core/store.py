@@ -119,9 +119,15 @@ class ScoreStore:
         for path in parts:
             path.unlink(missing_ok=True)
 
-    def clear(self) -> None:
-        """Remove every stored score (an import replaces a run's scores)."""
-        for path in self.parts():
+    def clear(self, keep_models: tuple[str, ...] | list[str] = ()) -> None:
+        """Remove every stored score but those of `keep_models` (an import replaces the released models' scores
+        and keeps those scored here beside them). The kept rows are written before anything is removed, so an
+        interruption loses nothing."""
+        parts = self.parts()
+        if keep_models and parts:
+            table = self.read()
+            self.append(table.loc[table["model"].isin(list(keep_models))] if len(table) else table)
+        for path in parts:
             path.unlink(missing_ok=True)
 
 

@@ -54,6 +54,12 @@ RELEASE_INPUTS: tuple[tuple[str, str, str], ...] = (
     ("contrast_judgment_full.csv", "data/contrast_judgment_full.csv", "355aca29c57814a82b7051eec3986b37a3dc6972"),
     ("token_counts.csv", "results/reanalysis/token_counts.csv", "1ae703013a4b854d9aa0f478dc7ac5e9b32ba584"),
 )
+# The paper's items themselves (`data.release_items`: the item bank `item_banks: [paper]`): every item version's
+# texts, and the English rewordings behind the noise floors.
+PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
+    ("prompts.json", "data/prompts.json", "2cef8ea47da434c6583f6799b6f45965ef9a123a"),
+    ("noise_floor_paraphrases.json", "data/noise_floor_paraphrases.json", "d08d460e547d712c05986b4cace52d868e35705a"),
+)
 PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
     ("cell_tests.csv", "results/reanalysis/cell_tests.csv", RESULTS_COMMIT),
     ("floor_tests.csv", "results/reanalysis/floor_tests.csv", RESULTS_COMMIT),
@@ -69,8 +75,8 @@ PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
 
 def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
     """The files `fetch_released` downloads: per model the item and noise-floor scores and its LLM
-    rewordings' scores, then label_fix.json, the inputs beside the scores (`RELEASE_INPUTS`) and
-    (optionally) the paper's own results (`PAPER_RESULTS`), all at pinned commits."""
+    rewordings' scores, then label_fix.json, the inputs beside the scores (`RELEASE_INPUTS`), the paper's
+    items (`PAPER_ITEMS`) and (optionally) the paper's own results (`PAPER_RESULTS`), all at pinned commits."""
     chosen = list(RELEASED_MODELS if models is None else models)
     unknown = [m for m in chosen if m not in RELEASED_MODELS]
     if unknown:
@@ -85,7 +91,7 @@ def released_files(models: Iterable[str] | None = None, *, with_paper_results: b
         files.append(released_file(f"{model}_noise_floor_llm.csv",
                                    f"{base}results/v2/noise_floor/{model}_noise_floor_llm.csv", RESULTS_COMMIT))
     files.append(released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
-    files += [released_file(name, base + path, commit) for name, path, commit in RELEASE_INPUTS]
+    files += [released_file(name, base + path, commit) for name, path, commit in (*RELEASE_INPUTS, *PAPER_ITEMS)]
     if with_paper_results:
         files += [released_file(name, base + path, commit) for name, path, commit in PAPER_RESULTS]
     return files
@@ -130,6 +136,25 @@ def fetch_released(
                      alternative=alternative)
     except DownloadError as err:
         raise ReleasedDataError(f"the paper's released scores: {err}") from None
+
+
+def paper_item_files() -> list[PinnedFile]:
+    """What the paper's item bank needs: the items, their rewordings and the label fix, at their pins."""
+    base = "MultilingualBiasAudit/"
+    return [released_file(name, base + path, commit) for name, path, commit in PAPER_ITEMS] + [
+        released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT)]
+
+
+def fetch_paper_items(*, folder: str | Path | None = None, timeout: float = 60.0) -> Path:
+    """Download the paper's item bank (`paper_item_files`) into `folder` (default the cache), as
+    `fetch_released` does the scores; offline, a ReleasedDataError says what to fetch and where."""
+    folder = Path(folder) if folder is not None else released_cache()
+    alternative = ("Or put prompts.json and label_fix.json (noise_floor_paraphrases.json too, for the rewordings) in\n"
+                   "$BIASAUDIT_DATA_DIR/released, or in the folder the params' `released_scores` names.")
+    try:
+        return fetch(paper_item_files(), folder, timeout=timeout, alternative=alternative)
+    except DownloadError as err:
+        raise ReleasedDataError(f"the paper's items: {err}") from None
 
 
 def resolve_released_source(source: str | Path, models: Iterable[str] | None = None) -> Path:

@@ -10,7 +10,9 @@ the run too, where the folder has it (`data.release_inputs`):
   which chapters 16 and 22 read as their similarity table, with the paper's threshold 0.9;
 - `contrast_judgments.parquet` from contrast_judgment_full.csv (preserved, partly, lost);
 - `llm_rewordings.parquet`: the LLM rewordings of English items, the paper's Table 3 comparison,
-  kept out of the scores (never a route of the noise floor).
+  kept out of the scores (never a route of the noise floor);
+- the English rewordings' own texts from noise_floor_paraphrases.json (the score files give each the
+  original's prompt id, so without that file a rewording shows its original's texts).
 """
 
 from __future__ import annotations
@@ -31,13 +33,28 @@ from biasaudit.data.release_inputs import (
     read_validation,
     with_token_counts,
 )
-from biasaudit.data.released import SCORE_COLUMNS, load_released, read_llm_rewordings
+from biasaudit.data.release_items import read_paper_rewordings
+from biasaudit.data.released import SCORE_COLUMNS, load_released, read_label_fix, read_llm_rewordings
 
 # What the release's own similarity is: the back-translation of each translated context, embedded and set
 # against the English context (the paper's validation step).
 RELEASED_SIMILARITY = "back-translation (the release's own check)"
 JUDGMENTS_FILE = "contrast_judgments.parquet"
 LLM_FILE = "llm_rewordings.parquet"
+
+
+TEXTS: list[str] = ["context", "stereotyped", "anti_stereotyped", "third"]
+
+
+def with_rewording_texts(scores: pd.DataFrame, paraphrases: Path, label_fix: Path) -> pd.DataFrame:
+    """The released scores with each English rewording's own texts (noise_floor_paraphrases.json): the score
+    files name a rewording by its English original's prompt id, so without the file it shows the original's."""
+    originals = scores.loc[scores["variant"] == "original"].drop_duplicates("item_id")
+    texts = read_paper_rewordings(paraphrases, originals, read_label_fix(label_fix)).set_index("item_id")[TEXTS]
+    known = scores["item_id"].isin(texts.index)
+    scores = scores.copy()
+    scores.loc[known, TEXTS] = texts.loc[scores.loc[known, "item_id"], TEXTS].to_numpy()
+    return scores
 
 
 def import_released(
@@ -47,6 +64,7 @@ def import_released(
     models: Iterable[str] | None = None,
     fix_labels: bool = True,
     layer_b: bool = False,
+    keep_models: Iterable[str] = (),
 ) -> pd.DataFrame:
     """Write the released scores as run `run_name` and return the scores table.
 
@@ -54,13 +72,17 @@ def import_released(
     verified; offline this fails saying what to download and where) or a local folder. Writes
     runs/<run>/items.parquet, the scores (replacing any there), collapsed.parquet (versions
     set aside as collapsed contrasts), released.json (what was read and what was flagged) and, where the
-    folder holds their files, the tables of the module docstring.
+    folder holds their files, the tables of the module docstring. The stored scores of `keep_models` (new
+    models scored beside the paper's ten, `run.pipeline.prepare_run`) are kept.
     """
     chosen = None if models is None else list(models)
     folder = resolve_released_source(source, chosen)
     released = load_released(folder, fix_labels=fix_labels, layer_b=layer_b, models=chosen)
     out = run_dir(run_name)
     scores = released.scores
+    paraphrases = release_file(folder, "noise_floor_paraphrases.json")
+    if paraphrases is not None and fix_labels:
+        scores = with_rewording_texts(scores, paraphrases, release_file(folder, "label_fix.json"))
     counts_path = release_file(folder, "token_counts.csv")
     if counts_path is not None:
         scores = with_token_counts(scores, read_token_counts(counts_path))
@@ -83,7 +105,7 @@ def import_released(
         write_atomically(items, out / "items.parquet")
         write_atomically(collapsed, out / "collapsed.parquet")
         store = ScoreStore(out)
-        store.clear()
+        store.clear(keep_models=list(keep_models))
         store.append(table)
         if validation_path is not None:
             similarity = read_validation(validation_path)

@@ -20,13 +20,17 @@ Chinese without one (`item_table.join_text`), so a Chinese log-prob need not equ
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from biasaudit.core.paths import project_path
 from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
-from biasaudit.data.release_files import ReleasedDataError
+from biasaudit.data.public import DATA_DIR_VARIABLE
+from biasaudit.data.release_files import ReleasedDataError, fetch_paper_items, release_file, released_cache
 from biasaudit.data.released import iso_language, read_label_fix, source_dimension_category
 
 ROLES: tuple[tuple[str, str], ...] = (("stereotype", "stereotyped"), ("anti_stereotype", "anti_stereotyped"),
@@ -125,3 +129,52 @@ def paper_items(prompts: str | Path, label_fix: str | Path, rewordings: str | Pa
     collapsed, kept = items.loc[same].reset_index(drop=True), items.loc[~same].reset_index(drop=True)
     validate_items(kept, origin=str(prompts))
     return kept, collapsed
+
+
+def paper_bank_folder(source: str | Path = "", data_dir: str = "") -> Path:
+    """The folder the paper's items are read from. A folder `source` (the params' `released_scores`) is used
+    as it is; otherwise the first that holds prompts.json and label_fix.json of: the download cache,
+    `data_dir`/released, $BIASAUDIT_DATA_DIR/released; else they are downloaded into the cache (offline,
+    a ReleasedDataError says what to fetch and where)."""
+    if source and str(source) != "download":
+        folder = project_path(source)
+        if release_file(folder, "prompts.json") is None or release_file(folder, "label_fix.json") is None:
+            raise ReleasedDataError(f"{folder}: the paper's item bank needs prompts.json and label_fix.json there "
+                                    "(noise_floor_paraphrases.json too, for the English rewordings)")
+        return folder
+    candidates = [released_cache()]
+    for root in (data_dir, os.environ.get(DATA_DIR_VARIABLE, "")):
+        if root:
+            candidates.append(project_path(root) / "released")
+    for folder in candidates:
+        if release_file(folder, "prompts.json") and release_file(folder, "label_fix.json"):
+            return folder
+    return fetch_paper_items()
+
+
+def sample_bases(items: pd.DataFrame, n: int, seed: int) -> list[str]:
+    """`n` base items drawn with `seed`, in proportion to the categories (each category's draw spread
+    evenly through the sample, so a small sample still touches every category it can); 0 or more than
+    there are: all of them."""
+    bases = items.drop_duplicates("base_id")[["base_id", "category"]].sort_values("base_id").reset_index(drop=True)
+    if n <= 0 or n >= len(bases):
+        return bases["base_id"].tolist()
+    shuffled = bases.iloc[np.random.default_rng(seed).permutation(len(bases))].reset_index(drop=True)
+    rank = shuffled.groupby("category").cumcount()
+    size = shuffled.groupby("category")["base_id"].transform("size")
+    position = (rank + 0.5) / size  # where in its category's share each base falls
+    chosen = shuffled.assign(position=position).sort_values(["position", "base_id"]).head(n)
+    return sorted(chosen["base_id"])
+
+
+def paper_bank(source: str | Path = "", *, data_dir: str = "", sample: int = 0, seed: int = 0
+               ) -> tuple[pd.DataFrame, pd.DataFrame, Path]:
+    """(items, collapsed, folder): the paper's item bank (`paper_items`) read from `paper_bank_folder`,
+    its rewordings where their file is there, and `sample` of its bases (`sample_bases`; 0: all)."""
+    folder = paper_bank_folder(source, data_dir)
+    rewordings = release_file(folder, "noise_floor_paraphrases.json")
+    items, collapsed = paper_items(release_file(folder, "prompts.json"), release_file(folder, "label_fix.json"),
+                                   rewordings)
+    kept = sample_bases(items, sample, seed)
+    return (items.loc[items["base_id"].isin(kept)].reset_index(drop=True),
+            collapsed.loc[collapsed["base_id"].isin(kept)].reset_index(drop=True), folder)

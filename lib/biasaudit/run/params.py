@@ -36,6 +36,9 @@ DEFAULT_LANGUAGES: list[str] = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
 DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]
 
 
+# The item bank made of the paper's own items (`data.release_items`), named in `item_banks`.
+PAPER_BANK = "paper"
+
 # Keys of a params file that the book runner reads itself; no notebook declares them.
 BOOK_KEYS: frozenset[str] = frozenset({"released_study", "released_params"})
 
@@ -110,7 +113,10 @@ class ItemParams(_Section):
     """data/: the item banks, languages and public sources a run scores."""
 
     item_banks: list[str] = Field(default_factory=lambda: ["data/items/written.csv"],
-                                  description="item tables (items contract), relative to the project root")
+                                  description="item tables (items contract), relative to the project root, or "
+                                              "\"paper\": the paper's own items from its release")
+    paper_sample: int = Field(0, ge=0, description="base items of the paper's bank (item_banks: [paper]) drawn with "
+                                                   "the seed, every version of each kept; 0: all 362")
     languages: list[str] = Field(default_factory=lambda: list(DEFAULT_LANGUAGES),
                                  description="languages besides English")
     include_rewordings: bool = Field(True, description="keep the English and in-language rewordings")
@@ -129,8 +135,9 @@ class ItemParams(_Section):
     @classmethod
     def _banks(cls, paths: list[str]) -> list[str]:
         for path in paths:
-            if not project_path(path).is_file():
-                raise ValueError(f"{path!r}: no such item file (paths are relative to the project root)")
+            if path != PAPER_BANK and not project_path(path).is_file():
+                raise ValueError(f"{path!r}: no such item file (paths are relative to the project root), nor "
+                                 f"{PAPER_BANK!r}, the paper's own items")
         return paths
 
     @field_validator("data_dir")
@@ -384,6 +391,12 @@ class RunParams(ReferenceParams, TemplateParams, ChapterParams, TranslationParam
     section; a function that needs one area's settings can take that section's type). The field
     descriptions are what the notebooks' comments say."""
 
+    @property
+    def beside_paper(self) -> bool:
+        """A run of new models beside the paper's ten: the released scores read, and `models` scored on the
+        paper's own items (`item_banks` names "paper")."""
+        return bool(self.released_scores) and PAPER_BANK in self.item_banks and bool(self.models)
+
     def require_models(self, origin: str = "the params") -> None:
         """Scoring needs models: an empty list is an error unless the run reads released scores."""
         if not self.models and not self.released_scores:
@@ -392,8 +405,11 @@ class RunParams(ReferenceParams, TemplateParams, ChapterParams, TranslationParam
 
     @property
     def model_filter(self) -> list[str] | None:
-        """The models a results chapter keeps: the run's own list, or None (every model scored)."""
-        return list(self.models) or None
+        """The models a results chapter keeps: the run's own list, or None (every model scored; in a run beside
+        the paper's ten, `run.beside`, the ten and the run's own)."""
+        from biasaudit.run.beside import own_models  # reads the run's folder
+
+        return None if self.beside_paper or own_models(self.run_name) else (list(self.models) or None)
 
     @classmethod
     def from_namespace(cls, namespace: dict[str, Any], origin: str = "the notebook's parameters") -> "RunParams":

@@ -8,6 +8,7 @@ halfway resumes (every scored chunk is stored at once: `biasaudit.core.store.Sco
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Literal
@@ -31,10 +32,12 @@ from biasaudit.data.bbq import load_bbq
 from biasaudit.data.item_table import ITEM_COLUMNS, ItemError, read_items, select_items
 from biasaudit.data.public import resolve_data_dir
 from biasaudit.data.release_import import JUDGMENTS_FILE, LLM_FILE, RELEASED_SIMILARITY, import_released
+from biasaudit.data.release_items import paper_bank
 from biasaudit.data.stereoset import load_stereoset
 from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
-from biasaudit.run.params import check_model_name
+from biasaudit.run.beside import BESIDE_FILE, OWN_ITEMS_FILE, own_models, shown_model
+from biasaudit.run.params import PAPER_BANK, check_model_name
 from biasaudit.run.steps import StepTables, write_step
 
 VARIANTS_WITH_REWORDINGS = ["original", "translation", "rewording"]
@@ -81,11 +84,23 @@ def select_run_items(
     languages: list[str],
     include_rewordings: bool = True,
     sources: list[str] | None = None,
+    paper_sample: int = 0,
+    released_scores: str = "",
     **source_options,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The item versions a run with these settings scores, the collapsed contrasts it sets aside and
-    the public sources' stage counts, written nowhere: a page can say what a rerun would score."""
-    banks = [read_items(project_path(path)) for path in item_banks]
+    the public sources' stage counts, written nowhere: a page can say what a rerun would score.
+    `paper_sample` and `released_scores` say which of the paper's items, and from where, when a bank is
+    "paper" (`data.release_items.paper_bank`)."""
+    banks, set_aside = [], []
+    for path in item_banks:
+        if path == PAPER_BANK:
+            bank, collapsed, _ = paper_bank(released_scores, data_dir=source_options.get("data_dir", ""),
+                                            sample=paper_sample, seed=source_options.get("seed", DEFAULT_SEED))
+            banks.append(bank)
+            set_aside.append(collapsed)
+        else:
+            banks.append(read_items(project_path(path)))
     present = set().union(*(set(bank["language"]) for bank in banks)) if banks else set()
     absent = [language for language in languages if language not in present]
     if banks and absent:
@@ -98,6 +113,10 @@ def select_run_items(
         raise ValueError(f"item ids appear more than once across {item_banks} and {sources}: {duplicated[:5]}")
     variants = VARIANTS_WITH_REWORDINGS if include_rewordings else ["original", "translation"]
     items, collapsed = select_items(table, languages=[*languages, "en"], variants=variants)
+    if set_aside:  # the paper's own rule set these aside before the project's
+        paper_collapsed, _ = select_items(pd.concat(set_aside, ignore_index=True), languages=[*languages, "en"],
+                                          variants=variants, drop_collapsed=False)
+        collapsed = pd.concat([paper_collapsed, collapsed], ignore_index=True)
     return items, collapsed, stages
 
 
@@ -130,19 +149,49 @@ def prepare_items(
 
 def prepare_run(params) -> None:
     """Write a run's items (`biasaudit.run.params.RunParams`): the paper's released scores when
-    `released_scores` is set (imported as the run's items and scores), else the item banks and
-    public sources of the params."""
-    if params.released_scores:
-
-        import_released(params.run_name, params.released_scores, models=params.model_filter)
+    `released_scores` is set (imported as the run's items and scores; beside them, the run's own models'
+    items, `prepare_beside_paper`), else the item banks and public sources of the params."""
+    if params.beside_paper:
+        prepare_beside_paper(params)
         return
-    prepare_items(params.run_name, **item_settings(params))
+    (run_dir(params.run_name) / BESIDE_FILE).unlink(missing_ok=True)  # not such a run (any more)
+    if params.released_scores:
+        import_released(params.run_name, params.released_scores, models=params.model_filter)
+    else:
+        prepare_items(params.run_name, **item_settings(params))
+
+
+def prepare_beside_paper(params) -> None:
+    """Import the released scores of the paper's ten models (keeping any scores of the run's own models
+    already stored: a rerun resumes) and write the items the run's own models score: the paper's items
+    (a seeded sample of `paper_sample` bases, or all), with any other bank of `item_banks`. The run's items
+    are the released ones and those own items the release has not; beside.json names the run's own models."""
+    from biasaudit.data.release_files import RELEASED_MODELS
+
+    clash = [m for m in params.models if m in RELEASED_MODELS]
+    if clash:
+        raise ValueError(f"key 'models': {clash} {'is' if len(clash) == 1 else 'are'} the name of a released model; "
+                         "scored here beside the release, a model needs a name of its own (its Hugging Face id)")
+    import_released(params.run_name, params.released_scores, keep_models=list(params.models))
+    own, own_collapsed, _ = select_run_items(**item_settings(params))
+    folder = run_dir(params.run_name)
+    with run_lock(folder):
+        released = pd.read_parquet(folder / "items.parquet")
+        items = pd.concat([released, own.loc[~own["item_id"].isin(released["item_id"])]], ignore_index=True)
+        collapsed = pd.concat([pd.read_parquet(folder / "collapsed.parquet"), own_collapsed], ignore_index=True)
+        collapsed = collapsed.drop_duplicates("item_id").loc[lambda t: ~t["item_id"].isin(items["item_id"])]
+        write_atomically(items, folder / "items.parquet")
+        write_atomically(collapsed.reset_index(drop=True), folder / "collapsed.parquet")
+        write_atomically(own, folder / OWN_ITEMS_FILE)
+        (folder / BESIDE_FILE).write_text(json.dumps({"this_run": list(params.models), "paper_sample": params.paper_sample,
+                                                      "own_versions": len(own)}, indent=1), encoding="utf-8")
 
 
 def item_settings(params) -> dict:
     """The parameters that decide a run's items, as `select_run_items` and `prepare_items` take them."""
     return dict(item_banks=list(params.item_banks), languages=list(params.languages),
                 include_rewordings=params.include_rewordings, sources=list(params.sources), data_dir=params.data_dir,
+                paper_sample=params.paper_sample, released_scores=params.released_scores,
                 stereoset_per_category=params.stereoset_per_category, bbq_per_category=params.bbq_per_category,
                 seed=params.seed, stereoset_label_map=params.stereoset_label_map,
                 bbq_roles_by_order=params.bbq_roles_by_order)
@@ -261,7 +310,8 @@ def read_judgments(params) -> pd.DataFrame | None:
 def read_scores(run_name: str, *, models: list[str] | None = None, scorer_boundary: bool = False) -> pd.DataFrame:
     """The scores a run's 02_score chapter stored, for the run's current items (and `models`, if given),
     ordered by model and then as the run's items are: the same table however the scoring was
-    split into chunks or sessions."""
+    split into chunks or sessions. Beside the paper's ten, the run's own models are named as shown
+    (`shown_model`: "<model> (this run)")."""
     folder = run_dir(run_name)
     store = ScoreStore(folder)
     if not store.exists():
@@ -269,8 +319,11 @@ def read_scores(run_name: str, *, models: list[str] | None = None, scorer_bounda
     # the precision each row was scored in is the store's business (which rows a rerun reuses), not the table's
     scores = store.read(scorer_boundary=scorer_boundary).drop(columns=[DTYPE_COLUMN], errors="ignore")
     items = pd.read_parquet(folder / "items.parquet")
-    if models is not None:
-        scores = scores.loc[scores["model"].isin(models)]
+    own = own_models(run_name)
+    shown = scores["model"].map(lambda m: shown_model(m, own))
+    if models is not None:  # a model by its name or as shown
+        scores = scores.loc[scores["model"].isin(models) | shown.isin(models)]
+    scores = scores.assign(model=shown.loc[scores.index])
     return scores_in_item_order(scores, items["item_id"])
 
 
@@ -483,7 +536,11 @@ def run_scoring(params) -> StepTables:
     every model; the scores go to the run's score store, the timings to the step's table."""
     params.require_models("the scoring chapter's parameters")
     prepare_run(params)
-    if params.released_scores:
+    if params.beside_paper:
+        own = pd.read_parquet(run_dir(params.run_name) / OWN_ITEMS_FILE)
+        _, timings = score_run(params.run_name, own, models=list(params.models),
+                               spec=EngineSpec.from_params(params), ray_options=RayOptions.from_params(params))
+    elif params.released_scores:
         timings = pd.DataFrame(columns=TIMING_COLUMNS)
     else:
         items, _, _ = read_run_items(params.run_name)

@@ -120,8 +120,9 @@ _MADE_UP_SHIFT: dict[str, float] = {"es": 0.02, "fr": 0.0, "zh-CN": 0.03, "ar": 
 def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fraction: float = 1.0,
                     seed: int = 0) -> list[str]:
     """Write a release in the paper's file layout with made-up numbers and no source files at all: the
-    item and noise-floor files of each of `models`, label_fix.json, and the paper's ablation and
-    spike-in tables (pipeline_ablation.csv, spike_in_null.csv).
+    item and noise-floor files of each of `models`, label_fix.json, made-up texts of every version
+    (prompts.json, noise_floor_paraphrases.json), and the paper's ablation and spike-in tables
+    (pipeline_ablation.csv, spike_in_null.csv).
 
     For checking the released part at the study's shape (every category, language, pivot and model the
     paper has; `fraction` of its 387 English bases per category, at least two) where the real files
@@ -151,6 +152,7 @@ def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fracti
     collapsed = rng.random((len(ids), len(RELEASE_LANGUAGES))) < 0.01
     collapsed[:, 0] = False
     (target / "label_fix.json").write_text(json.dumps({"map": mapping}, indent=1), encoding="utf-8")
+    _made_up_texts(target, bases, mapping, collapsed)
     for k, model in enumerate(models):
         draw = np.random.default_rng([seed, k])
         lean = draw.normal(0.0, 0.15)
@@ -187,6 +189,33 @@ def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fracti
                   "fa_rate": 0.0, "runs": 200}).to_csv(target / "spike_in_null_200.csv", index=False)
     _made_up_inputs(target, models, bases, rng)
     return list(models)
+
+
+def _made_up_texts(target: Path, bases: list[tuple[str, str]], mapping: dict, collapsed: np.ndarray) -> None:
+    """prompts.json and noise_floor_paraphrases.json in the release's formats: made-up texts for every version
+    the score files hold (the same contexts), each continuation stored in the column label_fix.json says, the
+    two contrasting ones the same text where the scores collapse."""
+    def stored(base: str, texts: dict[str, str]) -> dict[str, str]:
+        roles = mapping.get(base) or {role: role for role in texts}
+        return {roles[role]: text for role, text in texts.items()}
+
+    def texts(base: str, tag: str, same: bool) -> dict[str, str]:
+        anti = f"The other one did it, {tag}."
+        return {"stereotype": anti if same else f"The usual one did it, {tag}.", "anti_stereotype": anti,
+                "unrelated": f"Rain fell on the {base} roof, {tag}."}
+
+    prompts = []
+    for j, language in enumerate(RELEASE_LANGUAGES):
+        for i, (base, category) in enumerate(bases):
+            prompts.append({"id": f"{base}_{language}", "base_id": base, "language": language, "category": category,
+                            "layer": "A", "source": "made up", "context": f"Context of {base} in {language}.",
+                            **stored(base, texts(base, language, bool(collapsed[i, j])))})
+    (target / "prompts.json").write_text(json.dumps(prompts, indent=1), encoding="utf-8")
+    rewordings = {str(seed): {f"{base}_en": {"pivot": pivot, "context": f"Reworded context of {base} via {pivot}.",
+                                             **stored(base, texts(base, f"en via {pivot}", False))}
+                              for base, _ in bases}
+                  for pivot, seed in RELEASE_PIVOTS.items()}
+    (target / "noise_floor_paraphrases.json").write_text(json.dumps(rewordings, indent=1), encoding="utf-8")
 
 
 def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.random.Generator) -> None:

@@ -14,8 +14,9 @@ import pandas as pd
 from biasaudit.core.paths import project_path, run_dir
 from biasaudit.core.store import write_atomically
 from biasaudit.data.item_table import read_items
+from biasaudit.data.release_items import paper_bank
 from biasaudit.run.engine import RayOptions
-from biasaudit.run.params import RunParams
+from biasaudit.run.params import PAPER_BANK, RunParams
 from biasaudit.run.steps import StepTables, write_step
 from biasaudit.translate import judge
 from biasaudit.translate.backends import make_translator
@@ -23,7 +24,10 @@ from biasaudit.translate.versions import round_trip, translate_items
 
 
 def bank(params: RunParams) -> pd.DataFrame:
-    return pd.concat([read_items(project_path(path)) for path in params.item_banks], ignore_index=True)
+    """The item banks' versions as they are (the paper's bank: its sample, from where `released_scores` says)."""
+    return pd.concat([paper_bank(params.released_scores, data_dir=params.data_dir, sample=params.paper_sample,
+                                 seed=params.seed)[0] if path == PAPER_BANK else read_items(project_path(path))
+                      for path in params.item_banks], ignore_index=True)
 
 
 def sample_originals(originals: pd.DataFrame, n_items: int, seed: int) -> pd.DataFrame:

@@ -34,8 +34,16 @@ def agreement_text(agreement: pd.DataFrame, n_models: int) -> str:
             f"translation they agree on the scores with r = {translations['agreement_scores'].mean():.2f} on average "
             f"over languages, and on the changes with r = {translations['agreement_change'].mean():.2f} (from "
             f"{translations['agreement_change'].min():.2f} to {translations['agreement_change'].max():.2f})"
-            + (f", against r = {rewordings['agreement_change'].mean():.2f} for the changes rewording makes."
-               if len(rewordings) else "."))
+            + rewording_clause(rewordings["agreement_change"]))
+
+
+def rewording_clause(changes: pd.Series) -> str:
+    """The rewordings' agreement beside the translations': where no two models scored the same rewordings (a
+    model scored here without the release's rewording texts), there is none to give."""
+    if changes.dropna().empty:
+        return ("; no two models scored the same English rewordings, so there is no agreement on the changes "
+                "rewording makes to set beside it." if len(changes) else ".")
+    return f", against r = {changes.mean():.2f} for the changes rewording makes."
 
 
 def center_text(center: float) -> str:

@@ -8,7 +8,9 @@ from biasaudit.analyses import score_summary
 from biasaudit.book.prose import collapsed_counts, count_noun
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.lm.registry import OFFLINE_MODELS, cpu_has_native_bf16
+from biasaudit.core.paths import run_dir
 from biasaudit.run import pipeline
+from biasaudit.run.beside import OWN_ITEMS_FILE, THIS_RUN, own_models, shown_model
 from biasaudit.run.params import RunParams
 from biasaudit.run.steps import read_step
 
@@ -26,7 +28,14 @@ def report(params: RunParams) -> Report:
     out.add_table("collapsed", collapsed, TableStyle(columns={
         "item_id": "item", "language": "language", "context": "context", "stereotyped": "stereotyped",
         "anti_stereotyped": "anti-stereotyped"}, empty=""))
-    if params.released_scores:
+    own = own_models(params.run_name)
+    if own:
+        out.values.update(beside_values(params, timings, own))
+        scores = pipeline.read_scores(params.run_name)
+        models = sorted(scores["model"].unique())
+        timings = timings.assign(per_version_ms=(1000 * timings["seconds"] / timings["scored_now"]).where(
+            timings["scored_now"] > 0), model=[shown_model(m, own) for m in timings["model"]])
+    elif params.released_scores:
         scores = pipeline.read_scores(params.run_name)
         out.values["scoring_text"] = (f"This run imports the paper's released scores for "
                                       f"{count_noun(scores['model'].nunique(), 'model')}: nothing was scored here, so "
@@ -54,8 +63,7 @@ def report(params: RunParams) -> Report:
                                                           "per_version_ms": "ms per version scored",
                                                           "batch_size": "batch size"},
                                                  decimals=1, empty=""))
-    out.add_table("models", pd.DataFrame({"model": models, "what it is": [
-        OFFLINE_MODELS[m].description if m in OFFLINE_MODELS else m for m in models]}))
+    out.add_table("models", pd.DataFrame({"model": models, "what it is": [what_it_is(m, own) for m in models]}))
     summary = score_summary(scores, params.aggregate)
     english = summary.loc[(summary["variant"] == "original") & (summary["language"] == "en"), "soft"]
     out.values.update({"n_scored_now": int(timings["scored_now"].sum()), "n_read_back": int(timings["read_back"].sum()),
@@ -64,6 +72,40 @@ def report(params: RunParams) -> Report:
     wide.columns.name = None
     out.add_table("summary", wide)
     return out
+
+
+def what_it_is(model: str, own: list[str]) -> str:
+    """A model's line in the models table: the offline models described, a model of the release named as the
+    paper's, one scored here beside it as this run's."""
+    name = model.removesuffix(THIS_RUN)
+    described = OFFLINE_MODELS[name].description if name in OFFLINE_MODELS else name
+    if not own:
+        return described
+    return f"{described}: scored by this run" if model.endswith(THIS_RUN) else "the paper's, as released"
+
+
+def beside_values(params: RunParams, timings: pd.DataFrame, own: list[str]) -> dict[str, str]:
+    """What the page says of a run that scores its own models beside the paper's released ten."""
+    items = pd.read_parquet(run_dir(params.run_name) / OWN_ITEMS_FILE)
+    sample = (f"a seeded sample of {count_noun(items['base_id'].nunique(), 'base item')} of the paper's 362 "
+              "(paper_sample)" if params.paper_sample else "every one of the paper's base items")
+    names = ", ".join(shown_model(m, own) for m in own)
+    n_reworded = int((items["variant"] == "rewording").sum())
+    rewordings = (f", {count_noun(n_reworded, 'English rewording')} among them for the model's own noise floor"
+                  if n_reworded else ": no English rewordings, since the folder read lacks the release's file of them "
+                  "(noise_floor_paraphrases.json), so the model has no noise floor of its own")
+    scores = pipeline.read_scores(params.run_name)
+    released = stored_text(scores.loc[~scores["model"].str.endswith(THIS_RUN)], released=True)
+    return {
+        "scoring_text": (f"This run imports the paper's released scores and scores {names} on the paper's own items: "
+                         f"{sample}, {count_noun(len(items), 'item version')}{rewordings}. {scoring_sentence(timings)}"),
+        "stored_text": (f"{names} {'has' if len(own) == 1 else 'have'}, for every item version scored here, the summed "
+                        "log-probability and token count of each of its three continuations. For the paper's models: "
+                        + released[0].lower() + released[1:]),
+        "engine_text": engine_sentence(params, timings),
+        "precision_text": precision_sentence(pipeline.read_precisions(params.run_name, own), params.scoring_dtype,
+                                             cpu_has_native_bf16()) + " The release does not record the precision of its scores.",
+    }
 
 
 def first_run_values(params: RunParams) -> dict[str, int | str]:

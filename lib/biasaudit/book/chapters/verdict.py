@@ -70,6 +70,43 @@ def paper_text(table: pd.DataFrame, models: list[str]) -> str:
     return f"{scope} The two part ways for {spoken_list([language_label(c) for c in apart])}. {why}"
 
 
+BESIDE_STYLE = TableStyle(columns={"language": "language", "with": "verdict, every model", "without": "verdict, the paper's models alone"},
+                          formats={"language": language_label}, empty="")
+
+
+def beside_table(study: Study, own: list[str]) -> pd.DataFrame:
+    """Each language's verdict over every model of a run beside the paper's models, and over the paper's
+    models alone: what the run's own models change (empty where the run scored none beside them)."""
+    if not own:
+        return pd.DataFrame(columns=["language", "with", "without"])
+    shown = {pipeline.shown_model(m, own) for m in own}
+    paper = sorted(set(study.scores["model"]) - shown)
+    alone = Study(study.run_name, study.options, paper).language_verdicts()[["language", "verdict"]]
+    both = study.language_verdicts()[["language", "verdict"]]
+    return both.rename(columns={"verdict": "with"}).merge(alone.rename(columns={"verdict": "without"}),
+                                                          on="language", how="outer")
+
+
+def beside_text(table: pd.DataFrame, own: list[str], n_paper: int) -> str:
+    """Whether adding the run's own models to the paper's changes any language's verdict."""
+    if not own:
+        return ("This run scores no model of its own beside the paper's, so there is one verdict per language. "
+                "`make book PARAMS=params/beside_paper.yml` scores a model on the paper's items and shows, here, "
+                "each language's verdict with it and without it.")
+    names = spoken_list([pipeline.shown_model(m, own) for m in own])
+    changed = table.loc[table["with"] != table["without"]]
+    paper = "the paper's one model here" if n_paper == 1 else f"the paper's {count_noun(n_paper, 'model')}"
+    head = (f"The verdicts above are over every model of this run: {paper}, as released, and {names}, scored here on "
+            "the paper's items.")
+    tail = "The comparison with the paper's conclusion below reads the paper's models alone."
+    if changed.empty:
+        return f"{head} Adding {names} changes no language's verdict: the paper's models alone give the same. {tail}"
+    moves = "; ".join(f"{language_label(r.language)}: {r.without} without, {r.with_} with"
+                      for r in changed.rename(columns={"with": "with_"}).itertuples())
+    return (f"{head} Adding {names} changes the verdict of {count_noun(len(changed), 'language')} ({moves}). The "
+            "rule reads the interval across models and the largest floor, and one more model moves both. " + tail)
+
+
 def basis_text(languages: pd.DataFrame, min_models: int = v.MIN_MODELS) -> str:
     """Which interval the verdicts read, and why, for this run's number of models."""
     bases = set(languages["basis"])
@@ -131,11 +168,17 @@ def report(params: RunParams, only_items: pd.Series | None = None) -> Report:
         above_floor=[f"{k} of {m} models" for k, m in zip(languages["above_floor_models"], languages["n_models"])]),
         LANGUAGE_STYLE)
     out.add_table("cells", cells.assign(interval=interval_column(cells["low"], cells["high"])), CELL_STYLE)
-    paper = paper_table(languages) if params.released_scores else pd.DataFrame()
+    own = pipeline.own_models(params.run_name) if only_items is None else []
+    beside = beside_table(study, own)
+    out.add_table("beside", beside, BESIDE_STYLE)
+    # the paper's conclusion is about its models: beside it, their verdicts alone
+    alone = beside[["language", "without"]].rename(columns={"without": "verdict"}) if own else languages
+    paper = paper_table(alone) if params.released_scores else pd.DataFrame()
     out.add_table("paper", paper, PAPER_STYLE)
     counts = cells["evidence"].value_counts()
     out.values.update({
-        "paper_text": paper_text(paper, models), "summary_text": summary_text(languages),
+        "paper_text": paper_text(paper, [m for m in models if m in RELEASED_MODELS]),
+        "beside_text": beside_text(beside, own, len(models) - len(own)), "summary_text": summary_text(languages),
         "basis_text": basis_text(languages), "floors_text": floors_text(model_floors(study.floor_cells())),
         "min_models": v.MIN_MODELS,
         "n_languages": len(languages), "n_cells": len(cells), "n_models": int(cells["model"].nunique()),
