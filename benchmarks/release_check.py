@@ -7,8 +7,9 @@ a folder):
     .venv/bin/python benchmarks/release_check.py --model meta-llama/Llama-3.1-8B-Instruct --released-model llama3.1-8b
 
 or `benchmarks/gpu_check.sh --release`. The scores are stored as a run (runs/<run-name>/, resumable: a killed
-check goes on where it stopped). The paper scored in 4-bit NF4 (bitsandbytes); this scores in --dtype
-(bf16 on a GPU by default), so small differences are expected and say nothing by themselves; a preference
+check goes on where it stopped). The release's models ran quantized to 4 bits (its
+summary.json reports a 4-bit rerun); this scores in --dtype (bf16 on a GPU by default), so small differences
+are expected and say nothing by themselves; a preference
 that disagrees on many versions, or a language far off the others, does. Which checkpoint the paper's
 "llama3.1-8b" is (base or instruct) the release does not say: try both. Its CPU path is tested with the tiny
 random model on a made-up release (tests/test_release_check.py); its numbers mean nothing there.

@@ -2,9 +2,10 @@
 
 Scoring one of the paper's ten models again on the paper's items (`data.release_items.paper_bank`) checks
 the release itself: the per-token mean log-probs should agree up to the precision each side computed in
-(the paper loaded its models in 4-bit NF4; a run here in bf16 or fp32 need not match to the last digit),
-and the preference between the two contrasting continuations should agree nearly everywhere. Chinese is
-joined without a space here and with one in the paper, so its log-probs may differ more.
+(the release's summary.json reports a 4-bit rerun, `variance_decomposition.rerun_4bit`: its models ran
+quantized, so a run here in bf16 or fp32 need not match to the last digit), and the preference between the
+two contrasting continuations should agree nearly everywhere. Chinese is joined without a space here and
+with one in the paper, so its log-probs may differ more.
 """
 
 from __future__ import annotations
