@@ -4,6 +4,7 @@ to fetch when there is no network."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Iterable
 
@@ -38,6 +39,19 @@ RELEASED_MODELS: tuple[str, ...] = (
 
 class ReleasedDataError(RuntimeError):
     """The released files are missing, unreadable, or not what they should be."""
+
+
+def read_release_json(path: str | Path, kind: type, what: str):
+    """A JSON file of the release, which must hold a `kind` (dict or list); a ReleasedDataError names the file
+    and what it should be otherwise."""
+    path = Path(path)
+    try:
+        content = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise ReleasedDataError(f"{path}: not a readable {path.name}: {err}") from err
+    if not isinstance(content, kind):
+        raise ReleasedDataError(f"{path}: expected {what}, got {type(content).__name__}")
+    return content
 
 
 def released_file(name: str, path: str, commit: str) -> PinnedFile:

@@ -15,13 +15,12 @@ Version ids follow `data.released`: `<base>/<language>`, `zh-CN` read as `zh`.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from biasaudit.data.release_files import ReleasedDataError
+from biasaudit.data.release_files import ReleasedDataError, read_release_json
 from biasaudit.data.released import iso_language
 
 
@@ -48,12 +47,7 @@ def read_validation(path: str | Path) -> pd.DataFrame:
     """validation_results.json as one row per translated version: item_id, base_id, language, prompt_id,
     similarity (back-translation against the English context), passed, back_translated."""
     path = Path(path)
-    try:
-        content = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ReleasedDataError(f"{path}: not a readable validation_results.json: {err}") from err
-    if not isinstance(content, dict):
-        raise ReleasedDataError(f"{path}: expected an object of prompt id -> check, got {type(content).__name__}")
+    content = read_release_json(path, dict, "an object of prompt id -> check")
     rows = []
     for prompt_id, check in content.items():
         if not isinstance(check, dict) or not {"similarity", "passed"} <= set(check):

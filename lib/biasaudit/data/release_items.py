@@ -19,7 +19,6 @@ Chinese without one (`item_table.join_text`), so a Chinese log-prob need not equ
 
 from __future__ import annotations
 
-import json
 import os
 import unicodedata
 from pathlib import Path
@@ -30,7 +29,13 @@ import pandas as pd
 from biasaudit.core.paths import project_path
 from biasaudit.data.item_table import ITEM_COLUMNS, validate_items
 from biasaudit.data.public import DATA_DIR_VARIABLE
-from biasaudit.data.release_files import ReleasedDataError, fetch_paper_items, release_file, released_cache
+from biasaudit.data.release_files import (
+    ReleasedDataError,
+    fetch_paper_items,
+    read_release_json,
+    release_file,
+    released_cache,
+)
 from biasaudit.data.released import iso_language, read_label_fix, source_dimension_category
 
 ROLES: tuple[tuple[str, str], ...] = (("stereotype", "stereotyped"), ("anti_stereotype", "anti_stereotyped"),
@@ -59,12 +64,7 @@ def _roles(record: dict, mapping: dict | None, where: str) -> dict[str, str]:
 def read_paper_prompts(path: str | Path, label_fix: dict) -> pd.DataFrame:
     """prompts.json as item versions (layer A, label fix applied): the items contract's columns."""
     path = Path(path)
-    try:
-        records = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ReleasedDataError(f"{path}: not a readable prompts.json: {err}") from err
-    if not isinstance(records, list):
-        raise ReleasedDataError(f"{path}: expected a list of item versions, got {type(records).__name__}")
+    records = read_release_json(path, list, "a list of item versions")
     rows = []
     for number, record in enumerate(records):
         where = f"{path}: record {number} ({record.get('id', '?')!r})"
@@ -92,10 +92,7 @@ def read_paper_rewordings(path: str | Path, originals: pd.DataFrame, label_fix: 
     """noise_floor_paraphrases.json as English rewordings of the bank's originals (label fix applied; an
     original the bank does not keep keeps no rewording)."""
     path = Path(path)
-    try:
-        seeds = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ReleasedDataError(f"{path}: not a readable noise_floor_paraphrases.json: {err}") from err
+    seeds = read_release_json(path, dict, "an object of seed -> rewordings")
     known = originals.set_index("base_id")
     rows = []
     for seed, variants in seeds.items():

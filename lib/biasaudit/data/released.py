@@ -63,8 +63,7 @@ from typing import Any, Iterable
 import numpy as np
 import pandas as pd
 
-from biasaudit.core.paths import project_path, run_dir
-from biasaudit.core.store import ScoreStore, run_lock, write_atomically
+from biasaudit.core.paths import project_path
 from biasaudit.data.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
 from biasaudit.data.item_table import ITEM_COLUMNS
 from biasaudit.data.public import DATA_DIR_VARIABLE

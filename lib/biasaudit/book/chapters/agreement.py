@@ -85,6 +85,14 @@ def surface_text(agreement: pd.DataFrame, n_models: int) -> str:
                    f"{translated['sd_change_adjusted'].mean():.3f}.")
 
 
+def r2_text(agreement: pd.DataFrame) -> str:
+    """The R² with the surface properties, in one clause (exercise 1 sets it with and without frequencies)."""
+    fitted = agreement["r2"].dropna()
+    if fitted.empty:
+        return "no surface property can be measured on this run's scores"
+    return f"the model and the surface properties explain R² = {fitted.mean():.3f} on average"
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     agreement = study.computed("model_agreement", lambda: analyses.model_agreement(
@@ -104,7 +112,7 @@ def report(params: RunParams) -> Report:
         "sd_rewording": float(rewordings["sd_change"].mean()) if len(rewordings) else float("nan"),
         "center_translation": center, "center_text": center_text(center),
         "frequency_text": frequency_text(support, params.frequency),
-        "surface_text": surface_text(agreement, n_models),
+        "surface_text": surface_text(agreement, n_models), "r2_text": r2_text(agreement),
     })
     changed = agreement.loc[agreement["kind"] != "original"].assign(row=lambda t: t["kind"] + " · " + t["group"])
     out.figures["agreement"] = charts.paired_bars(

@@ -6,7 +6,7 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.book import charts
-from biasaudit.book.report import Report, TableStyle
+from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -64,6 +64,18 @@ def how_chosen(wanted: str, found: str) -> str:
     return automatic
 
 
+def unscored_text(scores: pd.DataFrame, base_id: str) -> str:
+    """The run's models that did not score the item (a model scored beside the paper's ten on a sample of its
+    items), named, so that a missing column reads as what it is."""
+    missing = sorted(set(scores["model"]) - set(scores.loc[scores["base_id"] == base_id, "model"]))
+    if not missing:
+        return ""
+    return (f" {spoken_list(missing)} did not score this item (it is not in the sample of the paper's items "
+            f"{'that model' if len(missing) == 1 else 'those models'} scored: set paper_sample to 0, or base_id to "
+            "an item of the sample), so the tables and the chart leave "
+            f"{'it' if len(missing) == 1 else 'them'} out.")
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     asked = params.base_id if params.base_id in set(study.scores["base_id"]) else ""
@@ -82,7 +94,7 @@ def report(params: RunParams) -> Report:
         "english_scores": ", ".join(f"{s:.3f} ({m})" for m, s in zip(english["model"], english["soft"])),
         "texts_text": ("" if texts["stereotyped"].notna().any() else
                        " This run's scores carry no continuation texts (the released scores do not), so only the "
-                       "contexts are shown."),
+                       "contexts are shown.") + unscored_text(study.scores, chosen),
         "kept_text": kept_text, "lowest_text": lowest_text, "rewording_text": rewording_text,
     })
     out.figures["heatmap"] = charts.case_heatmap(case, title=f"Soft score of {chosen} by version and model")
