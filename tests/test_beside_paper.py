@@ -93,6 +93,13 @@ def test_a_model_scored_beside_the_release_is_marked_kept_and_resumed(release, r
     again = pipeline.run_scoring(params).tables["timings"]
     assert again["scored_now"].tolist() == [0] and again["read_back"].tolist() == [len(mine)]
     assert len(ScoreStore(runs / "beside").read(model="tiny-random")) == len(mine)
+    # chapter 20 rescores nothing on such a run, and says which models are the paper's and which could be
+    plan = pipeline.ablation_plan(params, pd.read_parquet(runs / "beside" / "items.parquet"),
+                                  sorted(scores["model"].unique()))
+    assert plan.items.empty
+    assert plan.text.startswith("The paper's models (made-a, made-b, made-c) are names of scores")
+    assert plan.text.endswith("tiny-random (this run) could be rescored: a run of it without the released scores "
+                              "shows the errors on it.")
 
 
 def test_the_verdict_page_gives_both_verdicts(release, runs):

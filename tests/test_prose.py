@@ -45,6 +45,9 @@ def test_run_scope_says_whose_numbers_a_page_shows():
     assert "small offline models (smollm2-135m and gemma3-270m)" in small and "not the paper's numbers" in small
     hub = prose.run_scope(released=False, models=["meta-llama/Llama-3.1-8B"], offline=["smollm2-135m"])
     assert "meta-llama/Llama-3.1-8B on the run's items" in hub and "offline" not in hub
+    # beside the paper's ten, a model scored here is never counted among the paper's
+    beside = prose.run_scope(released=True, models=["llama3.1-8b", "smollm2-135m (this run)"], offline=["smollm2-135m"])
+    assert "paper released (1 model: llama3.1-8b) and of smollm2-135m (this run), scored here" in beside
 
 
 def test_what_was_set_aside_is_counted_by_kind():

@@ -13,6 +13,7 @@ import pandas as pd
 
 from biasaudit.core.words import counted
 from biasaudit.data.languages import language_label
+from biasaudit.run.beside import THIS_RUN
 
 
 def spoken_list(parts: Sequence[object], conjunction: str = "and") -> str:
@@ -125,6 +126,12 @@ def reasons_sentence(reasons: Sequence[str], noun: str, shown: int = 3) -> str:
 def run_scope(*, released: bool, models: Sequence[str], offline: Sequence[str]) -> str:
     """Whose numbers a results page shows, for its Summary: the paper's released scores analysed
     here, the small offline models on the project's bank, or the run's own models."""
+    own = [model for model in models if model.endswith(THIS_RUN)]
+    if released and own:
+        paper = [model for model in models if model not in own]
+        return (f"The numbers above are this build's own analyses of the item scores the paper released "
+                f"({count_noun(len(paper), 'model')}: {spoken_list(paper)}) and of {spoken_list(own)}, scored here on "
+                "the paper's items; none is a figure copied from the paper.")
     if released:
         return (f"The numbers above are this build's own analyses of the item scores the paper released "
                 f"({count_noun(len(models), 'model')}: {spoken_list(models)}), not figures copied from the paper.")

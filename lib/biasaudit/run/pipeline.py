@@ -36,7 +36,7 @@ from biasaudit.data.release_items import paper_bank
 from biasaudit.data.stereoset import load_stereoset
 from biasaudit.lm.registry import scoring_dtype
 from biasaudit.run.engine import EngineSpec, ModelScorer, RayOptions
-from biasaudit.run.beside import BESIDE_FILE, OWN_ITEMS_FILE, own_models, shown_model
+from biasaudit.run.beside import BESIDE_FILE, OWN_ITEMS_FILE, THIS_RUN, own_models, shown_model
 from biasaudit.run.params import PAPER_BANK, check_model_name
 from biasaudit.run.steps import StepTables, write_step
 
@@ -484,17 +484,21 @@ def ablation_plan(params, items: pd.DataFrame, models: list[str]) -> AblationPla
     """
 
     empty = items.iloc[0:0]
+    own = [model for model in models if model.endswith(THIS_RUN)]  # scored here beside the paper's models
     unknown = []
     for model in models:
         try:
-            check_model_name(model)
+            check_model_name(model.removesuffix(THIS_RUN))
         except ValueError:
             unknown.append(model)
     if unknown:
+        whose = "The paper's models" if own else "This run's models"
+        beside = (f" {', '.join(own)} could be rescored: a run of {'it' if len(own) == 1 else 'them'} without the "
+                  "released scores shows the errors on it." if own else "")
         return AblationPlan(empty, models, [], "", (0, 0), (
-            f"This run's models ({', '.join(unknown)}) are names of scores this run read, not models that can be "
-            "loaded here, so nothing can be rescored: the label errors are shown on the released scores below (when "
-            "they are at hand), and the scorer error is described only."))
+            f"{whose} ({', '.join(unknown)}) are names of scores this run read, not models that can be "
+            "loaded here, so nothing is rescored: the label errors are shown on the released scores below (when "
+            f"they are at hand), and the scorer error is described only.{beside}"))
     if not items[["stereotyped", "anti_stereotyped", "third"]].notna().all().all():
         return AblationPlan(empty, models, [], "", (0, 0), (
             f"This run's items carry no continuation texts (the paper's released scores are of this kind), and its "
