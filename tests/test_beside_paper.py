@@ -120,7 +120,7 @@ def test_the_verdict_page_gives_both_verdicts(release, runs):
 def test_a_released_models_name_is_refused_for_a_model_scored_here(release, runs, monkeypatch):
     # (only a local folder can bear such a name: the params refuse it otherwise; here, the name itself is made
     # a released one) its scores would replace the release's in the run's store
-    monkeypatch.setattr(release_files, "RELEASED_MODELS", (*release_files.RELEASED_MODELS, "tiny-random"))
+    monkeypatch.setattr(pipeline, "RELEASED_MODELS", (*release_files.RELEASED_MODELS, "tiny-random"))
     with pytest.raises(ValueError, match="name of a released model"):
         pipeline.prepare_run(beside_params(release))
 

@@ -67,7 +67,7 @@ def test_duplicates_orphans_and_missing_columns_are_rejected(tmp_path):
         read_items(path)
     assert "row 6, field 'base_id': 'w-x-999' has no English original row" in str(err.value)
     pd.DataFrame(rows).drop(columns=["third_kind"]).to_csv(tmp_path / "cols.csv", index=False)
-    with pytest.raises(ItemError, match=r"missing column\(s\) \['third_kind'\]"):
+    with pytest.raises(ItemError, match=r"missing column \['third_kind'\]; expected \['item_id'"):
         read_items(tmp_path / "cols.csv")
 
 

@@ -167,10 +167,11 @@ def _split_texts(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.Dat
 
 
 def _with_texts(chart: alt.Chart, texts: pd.DataFrame, english: pd.DataFrame) -> alt.Chart:
+    """`chart` with every column of `texts` (by item_id) and of `english` (by base_id) joined in."""
     return chart.transform_lookup(
-        lookup="item_id", from_=alt.LookupData(data=texts, key="item_id", fields=["context", "options"])
+        lookup="item_id", from_=alt.LookupData(data=texts, key="item_id", fields=list(texts.columns.drop("item_id")))
     ).transform_lookup(
-        lookup="base_id", from_=alt.LookupData(data=english, key="base_id", fields=["en_context", "en_options"]))
+        lookup="base_id", from_=alt.LookupData(data=english, key="base_id", fields=list(english.columns.drop("base_id"))))
 
 
 def _no_texts(texts: pd.DataFrame) -> str:
@@ -221,16 +222,17 @@ def _item_list(items: pd.DataFrame, pick: alt.Parameter, axis_px: float) -> alt.
                                   max) * _LINE_PX + _ROW_GAP_PX
     scores = scores.sort_values(["model", "language", "rank"]).assign(height=height_of)
     scores = scores.assign(top=scores.groupby(["model", "language"])["height"].cumsum() - scores["height"])
-    texts = texts.assign(context=texts["lines"].map("\n".join)).drop(columns="lines")
-    english = english.assign(en_context=english["en_lines"].map("\n".join)).drop(columns="en_lines")
+    # the wrapped lines are what the list prints; a line's tooltip shows the whole text as stored
+    texts = texts.assign(lines=texts["lines"].map("\n".join))
+    english = english.assign(en_lines=english["en_lines"].map("\n".join))
     height = int(scores.groupby(["model", "language"])["height"].sum().max()) if len(scores) else _LINE_PX
     base = _with_texts(alt.Chart(scores), texts, english).transform_filter(pick).encode(
         y=alt.Y("top:Q", axis=None, scale=None), tooltip=_item_tooltip())
     text = {"baseline": "top", "lineBreak": "\n", "lineHeight": _LINE_PX, "fontSize": _TEXT_PX}
     change = base.mark_text(align="right", **text).encode(x=alt.value(_CHANGE_WIDTH - 5),
                                                          text=alt.Text("change:Q", format="+.3f"))
-    in_english = base.mark_text(align="left", **text).encode(x=alt.value(0), text="en_context:N")
-    translated = base.mark_text(align="left", **text).encode(x=alt.value(0), text="context:N")
+    in_english = base.mark_text(align="left", **text).encode(x=alt.value(0), text="en_lines:N")
+    translated = base.mark_text(align="left", **text).encode(x=alt.value(0), text="lines:N")
     return alt.hconcat(
         change.properties(width=_CHANGE_WIDTH, height=height, title="change"),
         in_english.properties(width=text_px, height=height, title="English"),

@@ -31,6 +31,7 @@ from biasaudit.core.options import DEFAULT_SEED, Aggregate, StudyOptions
 from biasaudit.core.paths import project_path
 from biasaudit.data.languages import LANGUAGE_NAMES
 from biasaudit.lm.registry import OFFLINE_MODELS
+from biasaudit.run.beside import own_models
 
 DEFAULT_LANGUAGES: list[str] = ["es", "fr", "zh", "ar", "ko", "sw", "hi"]
 DEFAULT_MODELS: list[str] = ["smollm2-135m", "gemma3-270m"]
@@ -407,8 +408,6 @@ class RunParams(ReferenceParams, TemplateParams, ChapterParams, TranslationParam
     def model_filter(self) -> list[str] | None:
         """The models a results chapter keeps: the run's own list, or None (every model scored; in a run beside
         the paper's ten, `run.beside`, the ten and the run's own)."""
-        from biasaudit.run.beside import own_models  # reads the run's folder
-
         return None if self.beside_paper or own_models(self.run_name) else (list(self.models) or None)
 
     @classmethod

@@ -31,6 +31,7 @@ from biasaudit.core.store import (
 from biasaudit.data.bbq import load_bbq
 from biasaudit.data.item_table import ITEM_COLUMNS, ItemError, read_items, select_items
 from biasaudit.data.public import resolve_data_dir
+from biasaudit.data.release_files import RELEASED_MODELS
 from biasaudit.data.release_import import JUDGMENTS_FILE, LLM_FILE, RELEASED_SIMILARITY, import_released
 from biasaudit.data.release_items import paper_bank
 from biasaudit.data.stereoset import load_stereoset
@@ -166,8 +167,6 @@ def prepare_beside_paper(params) -> None:
     already stored: a rerun resumes) and write the items the run's own models score: the paper's items
     (a seeded sample of `paper_sample` bases, or all), with any other bank of `item_banks`. The run's items
     are the released ones and those own items the release has not; beside.json names the run's own models."""
-    from biasaudit.data.release_files import RELEASED_MODELS
-
     clash = [m for m in params.models if m in RELEASED_MODELS]
     if clash:
         raise ValueError(f"key 'models': {clash} {'is' if len(clash) == 1 else 'are'} the name of a released model; "

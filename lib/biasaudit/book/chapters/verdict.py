@@ -91,8 +91,8 @@ def beside_text(table: pd.DataFrame, own: list[str], n_paper: int) -> str:
     """Whether adding the run's own models to the paper's changes any language's verdict."""
     if not own:
         return ("This run scores no model of its own beside the paper's, so there is one verdict per language. "
-                "`make book PARAMS=params/beside_paper.yml` scores a model on the paper's items and shows, here, "
-                "each language's verdict with it and without it.")
+                "The params file params/beside_paper.yml (make book PARAMS=params/beside_paper.yml) scores a model on "
+                "the paper's items and shows, here, each language's verdict with it and without it.")
     names = spoken_list([pipeline.shown_model(m, own) for m in own])
     changed = table.loc[table["with"] != table["without"]]
     paper = "the paper's one model here" if n_paper == 1 else f"the paper's {count_noun(n_paper, 'model')}"
