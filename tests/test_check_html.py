@@ -157,3 +157,30 @@ def test_good_prose_data_and_what_is_not_prose_pass():
         '<table class="ba-data"><tr><td>the <b>mango</b> tree needed **watering** None</td></tr></table>'
         "<table><tr><td><p>Break</p></td><td><p></p></td></tr></table><pre>x = 1 ..</pre>")
     assert page_defects(good) == []
+
+
+def test_a_languages_value_shown_with_two_intervals_on_two_pages_is_named(tmp_path):
+    """Chapter 22 and chapter 16 once showed Hindi's drop 0.0552 with two different bootstrap intervals."""
+    from biasaudit.book.check_text import disagreeing_intervals
+
+    part = tmp_path / "book" / "analyses"
+    part.mkdir(parents=True)
+    row = "<tr><td>{}</td><td>381</td><td>{}</td></tr>"
+    pages = {
+        "22_verdict": row.format("Hindi (hi)", "0.0552 [0.0155, 0.0944]") + row.format("Korean (ko)", "0.2260 [0.1775, 0.2745]"),
+        # the same language and value, with another interval: flagged
+        "16_faithful": row.format("hi", "0.0552 [0.0167, 0.0933]") + row.format("ko", "0.2260 [0.1775, 0.2745]"),
+        # another language with an equal value, and a row naming two languages: not compared
+        "10_language_drops": row.format("sw", "0.0552 [0.0100, 0.0999]")
+        + "<tr><td>hi</td><td>ko</td><td>0.2260 [0.1000, 0.3000]</td></tr>",
+    }
+    for name, rows in pages.items():  # (prose is not read: a sentence may name several languages)
+        (part / f"{name}.html").write_text(_article(f"<table>{rows}</table><p>Korean (ko): 0.2260 [0.2000, 0.2500].</p>"))
+    found = disagreeing_intervals(sorted(part.glob("*.html")), tmp_path)
+    assert found == ["one number, two intervals: hi 0.0552 is shown as [0.0167, 0.0933] "
+                     "(book/analyses/16_faithful.html) and as [0.0155, 0.0944] (book/analyses/22_verdict.html)"]
+    # another part of the book (another run) is compared only with itself
+    other = tmp_path / "book" / "released"
+    other.mkdir()
+    (other / "22_verdict.html").write_text(_article("<table>" + row.format("ko", "0.2260 [0.1111, 0.3333]") + "</table>"))
+    assert len(disagreeing_intervals(sorted(tmp_path.glob("book/*/*.html")), tmp_path)) == 1

@@ -22,6 +22,7 @@ import pandas as pd
 import pytest
 import yaml
 from biasaudit.book import check_html
+from biasaudit.book.check_text import shown_intervals
 from biasaudit.book.check_html import remote_assets
 from biasaudit.book.fonts import BOOK_FONTS, font_source, page_characters
 from biasaudit.book.released_part import part_chapters
@@ -138,6 +139,16 @@ def test_the_book_renders_with_warnings_as_errors(rendered_book):
     result = subprocess.run([sys.executable, "-m", "biasaudit.book.check_html", str(html)], capture_output=True,
                             text=True)
     assert result.returncode == 0, result.stderr[-6000:] + result.stdout
+    # One number, one value: that check reads something. Each language's drop and interval are shown by
+    # chapters 10, 16 and 22 of either part, and the check compared them.
+    for part in ("analyses", "released"):
+        shown: dict[tuple[str, str], set[str]] = {}
+        for page in (html / "book" / part).glob("*.html"):
+            for language, value, interval in shown_intervals(page.read_text()):
+                shown.setdefault((language, value), set()).add(page.stem)
+        on_three = {language for (language, _), pages in shown.items()
+                    if {"10_language_drops", "16_faithful", "22_verdict"} <= pages}
+        assert on_three >= {"es", "zh", "sw"}, (part, sorted(shown.items())[:10])
     if check_html.find_chromium() is not None:
         assert "laid out in Chromium at a 1280 px window (688 px text column)" in result.stdout, result.stdout
     page = (html / "book" / "analyses" / "10_language_drops.html").read_text()

@@ -9,7 +9,8 @@
 - a chart label cut short with "…" (a legend or axis label the chart had no room for);
 - an image whose alt text is missing or is only its file name (a screen reader reads it aloud);
 - a broken sentence: a plural left as "(s)", doubled punctuation, an empty value, markup never rendered,
-  a path of the build machine, two sentences glued into one (`check_text`).
+  a path of the build machine, two sentences glued into one, a value shown with two different intervals
+  on two pages (`check_text`).
 
 Each page is laid out in Chromium (the system's, else Playwright's own) at that window width, with
 every folded solution and input opened. Where no Chromium is on the machine, tables are checked by
@@ -31,7 +32,7 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from biasaudit.book import widths
-from biasaudit.book.check_text import text_defects
+from biasaudit.book.check_text import disagreeing_intervals, text_defects
 
 REMOTE = re.compile(r"""<(script|link)\b[^>]*\b(src|href)\s*=\s*["'](https?:)?//[^"']+["']""", re.IGNORECASE)
 # Pages of Sphinx's own (search, the general index) hold no content of the book's.
@@ -257,6 +258,7 @@ def main(argv: list[str]) -> int:
     found = [f"remote asset: {line}" for line in remote_assets(html_dir)]
     found += cut_chart_labels(html_dir)
     found += text_defects(book_pages(html_dir), html_dir)
+    found += disagreeing_intervals(book_pages(html_dir), html_dir)
     browser = find_chromium()
     if browser is not None:
         layout = browser_layout(html_dir, browser)

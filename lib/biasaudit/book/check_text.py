@@ -11,7 +11,12 @@ reads the page they make. A rule flags what reads wrong to any reader, whatever 
 - a path of the machine that built the book (/tmp/..., /root/..., /home/..., site-packages);
 - a sentence glued from two: the words before a colon repeated after it ("At 0.9: At the threshold"), or
   the same sentence twice in one paragraph;
-- an empty paragraph.
+- an empty paragraph;
+- one number, two intervals: a language's value shown with a 95% interval ("0.0552 [0.0155, 0.0944]")
+  that another table of the same part (the main run's analyses, the released part) shows for the same
+  language with another interval. Read in table rows that name one language (a cell "hi" or "Hindi (hi)"),
+  at four decimals (the book's per-language drops; per-model ones have three, and many models' values
+  coincide at three). Two quantities of one language equal to four decimals would be flagged too.
 
 Code, charts, formulas and the sidebars are not text a reader reads as prose and are skipped. The rules
 approximate: a rule that could flag good prose says so beside it, and none is silenced page by page.
@@ -20,6 +25,7 @@ approximate: a rule that could flag good prose says so beside it, and none is si
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -61,7 +67,9 @@ class _Prose(HTMLParser):
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.blocks: list[tuple[str, bool]] = []  # (text, a cell of a data table)
+        self.rows: list[list[str]] = []  # each table row's cells, as read
         self.empty_paragraphs = 0
+        self._row: list[str] | None = None
         self._open: list[tuple[str, bool, bool, bool]] = []  # (tag, starts a skip, a block, the article)
         self._tables: list[tuple[str, bool]] = []  # open tables: (tag, a data table of `report.readable`)
         self._skip = 0
@@ -77,6 +85,8 @@ class _Prose(HTMLParser):
         article = tag == "article" and "bd-article" in classes
         if tag == "table":
             self._tables.append(("table", "ba-data" in classes))
+        if tag == "tr":
+            self._row = []
         self._article += article
         skip = block = False
         if self._article and not self._skip:
@@ -103,6 +113,9 @@ class _Prose(HTMLParser):
             self._article -= article
             if block:
                 self._close_block(name)
+            if name == "tr" and self._row is not None:
+                self.rows.append(self._row)
+                self._row = None
             if name == tag:
                 break
 
@@ -111,6 +124,8 @@ class _Prose(HTMLParser):
         if text:
             data = tag in ("td", "th") and any(name == "table" and data_table for name, data_table, *_ in self._tables)
             self.blocks.append((text, data))
+            if tag in ("td", "th") and self._row is not None:
+                self._row.append(text)
             if self._stack:  # a block inside another (a paragraph in a list item) is read once
                 self._stack[-1].append(" ")
         elif tag == "p" and not any(name in ("td", "th") for name, *_ in self._open):
@@ -147,3 +162,39 @@ def text_defects(pages: list[Path], html_dir: Path) -> list[str]:
     """'page: what' for every page's broken prose."""
     return [f"{page.relative_to(html_dir)}: {defect}" for page in pages
             for defect in page_defects(page.read_text(encoding="utf-8", errors="replace"))]
+
+
+
+# A value with its interval: "0.0552 [0.0155, 0.0944]", at four decimals (`disagreeing_intervals`).
+VALUE_INTERVAL = re.compile(r"(?<![\d.])(-?\d\.\d{4}) \[(-?\d\.\d{4}), (-?\d\.\d{4})\]")
+LANGUAGE_CELL = re.compile(r"^(?:[a-z]{2}|.+ \(([a-z]{2})\))$")
+
+
+def shown_intervals(text: str) -> list[tuple[str, str, str]]:
+    """(language, value, "[low, high]") for every value a page's table rows show with its interval, in
+    rows that name exactly one language."""
+    parser = _Prose()
+    parser.feed(text)
+    found = []
+    for cells in parser.rows:
+        languages = {m.group(1) or m.group(0) for m in map(LANGUAGE_CELL.match, cells) if m}
+        if len(languages) == 1:
+            language = languages.pop()
+            found += [(language, m.group(1), f"[{m.group(2)}, {m.group(3)}]")
+                      for m in VALUE_INTERVAL.finditer(" ".join(cells))]
+    return found
+
+
+def disagreeing_intervals(pages: list[Path], html_dir: Path) -> list[str]:
+    """'value shown as [a] on page x and as [b] on page y' for every language's value that one part of the
+    book (one folder of pages: one run) shows with two different intervals."""
+    seen: dict[tuple, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for page in pages:
+        for language, value, interval in shown_intervals(page.read_text(encoding="utf-8", errors="replace")):
+            where = seen[page.parent, language, value][interval]
+            name = page.relative_to(html_dir).as_posix()
+            if name not in where:
+                where.append(name)
+    return [f"one number, two intervals: {language} {value} is shown as "
+            + " and as ".join(f"{interval} ({', '.join(names)})" for interval, names in shown.items())
+            for (_, language, value), shown in seen.items() if len(shown) > 1]
