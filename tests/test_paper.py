@@ -55,6 +55,30 @@ def test_chapter_10_shares_its_english_scores_drops_and_reliable_cells_with_tabl
     assert rows["reliable cells, all"].ours == 2
 
 
+def test_a_bootstrap_ends_monte_carlo_error_worked_by_hand():
+    # [−0.0080, 0.0213] at 95%: SD (0.0293 / 3.92) = 0.007475; at B = 10,000 the 2.5% quantile's SE is
+    # sqrt(0.025 × 0.975 / 10,000) / φ(1.96) × SD = 0.0015612 / 0.058445 × 0.0074746 = 0.00019967
+    assert paper.percentile_se(-0.0080, 0.0213, 10_000) == pytest.approx(0.00019967, rel=1e-3)
+    assert paper.percentile_se(-0.0080, 0.0213, 2_500) == pytest.approx(2 * 0.00019967, rel=1e-3)
+
+
+def test_chapter_12_shares_each_models_gap_floor_and_interval_with_table_4():
+    numbers = {"en_soft_by_model": {"m": 0.5335}, "en_bin_by_model": {"m": 0.6354}, "bootstrap": {"n_ci_above_0": 1}}
+    per_model = pd.DataFrame({"model": ["m", "not-run"], "mean_dfg": [0.0173, 0.02], "floor": [0.0085, 0.01],
+                              "diff": [0.0088, 0.01], "diff_lo": [-0.0080, 0.001], "diff_hi": [0.0213, 0.02]})
+    gaps = pd.DataFrame({"model": ["m"], "english_soft": [0.53351], "english_binary": [0.6354], "gap": [0.01731],
+                         "floor": [0.0085], "gap_minus_floor": [0.00881], "low": [-0.0083], "high": [0.0215]})
+    rows = {r.quantity: r for r in paper.gap_rows(numbers, per_model, gaps, 5_000)}
+    assert not any(q.startswith("not-run") for q in rows), "a model this run lacks is not listed"
+    assert all(rows[f"m: {q}"].mark().startswith("same") for q in
+               ("English soft score", "English binary score", "gap", "floor", "gap − floor"))
+    # the low end: 0.0003 apart; 2 SE = 2 × hypot(SE at 5,000 of [−0.0083, 0.0215], SE at 10,000 of the paper's)
+    se = math.hypot(paper.percentile_se(-0.0083, 0.0215, 5_000), paper.percentile_se(-0.0080, 0.0213, 10_000))
+    assert rows["m: gap − floor, interval low"].mc_se == pytest.approx(se) and 0.0003 < 2 * se
+    assert rows["m: gap − floor, interval low"].mark().startswith("within Monte Carlo error")
+    assert rows["models whose gap − floor interval lies above zero"].mark() == "differs", "none lies above zero here"
+
+
 def test_only_a_released_run_of_the_ten_models_is_compared(tmp_path):
     assert paper.paper_files(RunParams(), ["smollm2-135m"]) is None
     fixtures = Path(__file__).parent / "fixtures" / "released"
@@ -62,7 +86,7 @@ def test_only_a_released_run_of_the_ten_models_is_compared(tmp_path):
 
 
 @pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
-                    "paper_numbers.json")
+                    "paper_numbers.json", "bootstrap_dfg_minus_floor.csv")
 def test_llamas_own_numbers_are_the_papers(mirror):
     """The paper gives some numbers per model: Llama-3.1-8B's, from its released scores alone, are the paper's
     (the English binary score counts a tie as not stereotyped, as the paper does)."""
@@ -71,5 +95,11 @@ def test_llamas_own_numbers_are_the_papers(mirror):
     english = analyses.item_scores(scores).query("variant == 'original'")
     assert english["soft"].mean() == pytest.approx(numbers["en_soft_by_model"]["llama3.1-8b"], abs=5e-5)
     assert english["binary"].mean() == pytest.approx(numbers["en_bin_by_model"]["llama3.1-8b"], abs=5e-5)
-    gaps = analyses.model_gaps(scores, options=StudyOptions(n_permutations=200, n_bootstrap=50)).set_index("model")
-    assert gaps.loc["llama3.1-8b", "clci"] == pytest.approx(numbers["clfi"]["llama3.1-8b"], abs=5e-5)
+    gaps = analyses.model_gaps(scores, options=StudyOptions(n_permutations=200, n_bootstrap=2_000))
+    assert gaps.set_index("model").loc["llama3.1-8b", "clci"] == pytest.approx(numbers["clfi"]["llama3.1-8b"], abs=5e-5)
+    # Table 4's row: English scores, gap, floor and gap − floor the same at four decimals; the interval's ends
+    # within Monte Carlo error of the paper's
+    per_model = pd.read_csv(mirror / "bootstrap_dfg_minus_floor.csv")
+    rows = paper.gap_rows(numbers, per_model, gaps, 2_000)
+    assert len(rows) == 7 + 1 and all(r.mark().startswith(("same", "within")) for r in rows[:7]), \
+        [(r.quantity, r.paper, r.ours, r.mark()) for r in rows]

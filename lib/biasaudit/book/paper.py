@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 from IPython.display import HTML
+from scipy.stats import norm
 
 from biasaudit.book.report import TableStyle, readable
 from biasaudit.data.release_files import RELEASED_MODELS, release_file
@@ -73,6 +74,12 @@ def read_json(folder: Path, name: str) -> dict:
     return json.loads(path.read_text(encoding="utf-8")) if path is not None else {}
 
 
+def read_csv(folder: Path, name: str) -> pd.DataFrame:
+    """A result table of the release (empty where the folder lacks it: older downloads)."""
+    path = release_file(folder, name)
+    return pd.read_csv(path) if path is not None else pd.DataFrame({"model": []})
+
+
 def summary_text(table: pd.DataFrame) -> str:
     """How many of the listed numbers agree, in one sentence (empty where none is listed)."""
     if table.empty:
@@ -124,6 +131,49 @@ def drops_rows(numbers: dict, drops: pd.DataFrame, cells: pd.DataFrame, n_permut
         rows += [Compared("reliable cells, all", summary["n_sig_bh05"], int(cells["reliable"].sum()), 0),
                  Compared("reliable cells, binary, all", summary["n_sig_bh05_binary"],
                           int(cells["reliable_binary"].sum()), 0)]
+    return rows
+
+
+# The paper's bootstrap resamples: its one-sided p values (bootstrap_dfg_minus_floor.csv) are multiples of 1/10,000.
+PAPER_BOOTSTRAP = 10_000
+
+
+def percentile_se(low: float, high: float, n_bootstrap: int, level: float = 0.95) -> float:
+    """The Monte Carlo standard error of a bootstrap percentile interval's end: sqrt(p(1 − p) / B) over the
+    bootstrap density at that end, the density taken as normal with the SD the interval implies."""
+    p = (1 - level) / 2
+    z = norm.ppf(1 - p)
+    sd = (high - low) / (2 * z)
+    return math.sqrt(p * (1 - p) / n_bootstrap) * sd / norm.pdf(z)
+
+
+def gap_rows(numbers: dict, per_model: pd.DataFrame, gaps: pd.DataFrame, n_bootstrap: int) -> list[Compared]:
+    """Chapter 12 (the paper's Table 4): per model its English soft and binary scores, its gap, its floor,
+    gap − floor with its bootstrap interval (ends within Monte Carlo error: both rest on resamples), and
+    the number of models whose interval lies above zero.
+
+    `per_model`: the release's bootstrap_dfg_minus_floor.csv (model, mean_dfg, floor, diff, diff_lo,
+    diff_hi); `gaps`: `Study.gaps()`."""
+    by, paper = gaps.set_index("model"), per_model.set_index("model")
+    rows = []
+    for model in [m for m in paper.index if m in by.index]:
+        mine, theirs = by.loc[model], paper.loc[model]
+        for what, key, column in (("English soft score", "en_soft_by_model", "english_soft"),
+                                  ("English binary score", "en_bin_by_model", "english_binary")):
+            if model in numbers.get(key, {}):
+                rows.append(Compared(f"{model}: {what}", numbers[key][model], float(mine[column]), 4))
+        rows += [Compared(f"{model}: gap", theirs["mean_dfg"], float(mine["gap"]), 4),
+                 Compared(f"{model}: floor", theirs["floor"], float(mine["floor"]), 4),
+                 Compared(f"{model}: gap − floor", theirs["diff"], float(mine["gap_minus_floor"]), 4)]
+        for end, column, theirs_end in (("low", "low", "diff_lo"), ("high", "high", "diff_hi")):
+            se = math.hypot(percentile_se(mine["low"], mine["high"], n_bootstrap),
+                            percentile_se(theirs["diff_lo"], theirs["diff_hi"], PAPER_BOOTSTRAP))
+            rows.append(Compared(f"{model}: gap − floor, interval {end}", theirs[theirs_end], float(mine[column]), 4,
+                                 mc_se=se))
+    above = numbers.get("bootstrap", {}).get("n_ci_above_0")
+    if above is not None and len(rows):
+        rows.append(Compared("models whose gap − floor interval lies above zero", above,
+                             int((by["low"] > 0).sum()), 0))
     return rows
 
 

@@ -77,6 +77,7 @@ PAPER_ITEMS: tuple[tuple[str, str, str], ...] = (
 PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
     ("cell_tests.csv", "results/reanalysis/cell_tests.csv", RESULTS_COMMIT),
     ("floor_tests.csv", "results/reanalysis/floor_tests.csv", RESULTS_COMMIT),
+    ("bootstrap_dfg_minus_floor.csv", "results/reanalysis/bootstrap_dfg_minus_floor.csv", RESULTS_COMMIT),
     ("spike_in_null.csv", "results/reanalysis/spike_in_null.csv", RESULTS_COMMIT),
     ("spike_in_null_200.csv", "results/reanalysis/spike_in_null_200.csv", "19ed3cd149a710bd4816a6b5d4dfba03c7370290"),
     ("paper_numbers.json", "results/reanalysis/paper_numbers.json", "19ed3cd149a710bd4816a6b5d4dfba03c7370290"),

@@ -221,7 +221,7 @@ def _made_up_texts(target: Path, bases: list[tuple[str, str]], mapping: dict, co
 def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.random.Generator) -> None:
     """The release's other files, in their formats, with made-up content: token counts, the translation
     checks, the LLM rewordings' scores and the paper's summary numbers (paper_numbers.json,
-    robustness_checks.json), so that every reader and every comparison on the released pages runs."""
+    robustness_checks.json, bootstrap_dfg_minus_floor.csv), so that every reader and every comparison on the released pages runs."""
     versions = [(base, language) for base, _ in bases for language in RELEASE_LANGUAGES]
     counts = [{"model": model, "prompt_id": f"{base}_{language}", "n_stereotype": int(rng.integers(3, 15)),
                "n_anti_stereotype": int(rng.integers(3, 15))} for model in models for base, language in versions]
@@ -252,7 +252,11 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "slope_cross": 0.26, "slope_para": 0.66, "corr_cross": 0.23, "corr_para": 0.48,
         "slope_by_lang": dict.fromkeys(languages, 0.3), "slope_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.7),
         "agree_by_lang": dict.fromkeys(languages, 0.6), "agree_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.7),
+        "en_soft_by_model": dict.fromkeys(models, 0.53), "en_bin_by_model": dict.fromkeys(models, 0.63),
+        "bootstrap": {"n_ci_above_0": 4},
     }, indent=1), encoding="utf-8")
+    pd.DataFrame({"model": list(models), "mean_dfg": 0.017, "floor": 0.008, "diff": 0.009, "diff_lo": -0.008,
+                  "diff_hi": 0.021}).to_csv(target / "bootstrap_dfg_minus_floor.csv", index=False)
     (target / "robustness_checks.json").write_text(json.dumps({"summed": {
         "en_mean": 0.6, "cells_negative": 70, "n_sig_bh": 30, "drop_by_lang": dict.fromkeys(languages, 0.05),
         "sig_by_lang": dict.fromkeys(languages, 4), "slope": 0.25, "slope_by_lang": dict.fromkeys(languages, 0.3),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit import analyses
-from biasaudit.book import charts
+from biasaudit.book import charts, paper
 from biasaudit.book.report import Report, TableStyle, interval_column
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -44,6 +44,10 @@ def report(params: RunParams) -> Report:
         "n_reliable": int(gaps["reliable_drops"].sum()), "n_reliable_binary": int(gaps["reliable_drops_binary"].sum()),
         "n_above_noise": above_noise(cells),
     })
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.gap_rows(
+        paper.read_json(folder, "paper_numbers.json"), paper.read_csv(folder, "bootstrap_dfg_minus_floor.csv"), gaps,
+        params.n_bootstrap), "paper_numbers.json, bootstrap_dfg_minus_floor.csv") if folder else None
     out.figures["gaps"] = charts.gap_minus_floor(gaps)
     out.figures["heatmap"] = charts.drop_heatmap(cells)
     return out
