@@ -17,6 +17,7 @@ from biasaudit.lm.tokens import boundary_example
 from biasaudit.run import pipeline
 from conftest import score_row
 from scipy.special import expit, logit
+from scipy.stats import permutation_test
 from statsmodels.stats.multitest import multipletests
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -85,14 +86,25 @@ def test_by_source_tests_each_source_as_its_own_family(three_sources):
     pairs = analyses.paired_with_english(scored)
     for source, n_items in (("written", 10), ("bbq", 8)):
         mine = pairs.loc[pairs["source"] == source]
-        p = []
+        p, p_binary = [], []
         for _, cell in mine.groupby(["model", "language"]):
             p.append(sign_flip_pvalue(cell["change"].to_numpy(), rng=np.random.default_rng(0)))  # exact: n <= 16
+            p_binary.append(sign_flip_pvalue(cell["change_binary"].to_numpy(), rng=np.random.default_rng(0)))
         q = multipletests(p, method="fdr_bh")[1]
         expected = int(sum(qv < 0.05 for qv in q))  # every change here is negative: reliable cells are drops
         assert result.loc[source, "reliable_drops"] == expected
         assert result.loc[source, "reliable_rises"] == 0
+        assert result.loc[source, "cells_below_english"] == len(p) == 4, "every change is negative: each cell drops"
+        # binary scores: the same test on each pair's change of binary choice, BH among the source's cells
+        assert result.loc[source, "reliable_binary"] == int(sum(multipletests(p_binary, method="fdr_bh")[1] < 0.05))
     assert result.loc["bbq", "reliable_drops"] == 4, "large, consistent BBQ shifts are caught in every cell"
+    # pooled, 18 items a cell: enough for binary flips to be reliable (scipy's one-sample sign flips as reference)
+    pooled = pairs.loc[pairs["source"].isin(["bbq", "written"])]
+    p_binary = [permutation_test((cell["change_binary"].to_numpy(),), np.mean, permutation_type="samples",
+                                 n_resamples=20_000, rng=np.random.default_rng(1)).pvalue
+                for _, cell in pooled.groupby(["model", "language"])]
+    expected = int(sum(multipletests(p_binary, method="fdr_bh")[1] < 0.05))
+    assert result.loc["bbq + written", "reliable_binary"] == expected > 0
 
 
 def test_by_source_carry_over_and_a_source_without_translations(three_sources):

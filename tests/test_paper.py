@@ -103,3 +103,19 @@ def test_llamas_own_numbers_are_the_papers(mirror):
     rows = paper.gap_rows(numbers, per_model, gaps, 2_000)
     assert len(rows) == 7 + 1 and all(r.mark().startswith(("same", "within")) for r in rows[:7]), \
         [(r.quantity, r.paper, r.ours, r.mark()) for r in rows]
+
+
+def test_chapter_14_shares_each_sources_counts_and_carry_over_with_table_9():
+    review = {"by_source": {"StereoSet": {"items": 200, "cells_negative": 69, "reliable": 41, "reliable_binary": 18,
+                                          "slope_tr": 0.1527, "slope_rw": 0.49, "agree_tr": 0.5637, "agree_rw": 0.668},
+                            "BBQ+Written": {"items": 162, "cells_negative": 52, "reliable": 0, "reliable_binary": 1,
+                                            "slope_tr": 0.30, "slope_rw": 0.71, "agree_tr": 0.61, "agree_rw": 0.74}}}
+    table = pd.DataFrame({"source": ["stereoset", "bbq"], "n_items": [200, 125], "cells_below_english": [69, 51],
+                          "reliable_drops": [40, 0], "reliable_rises": [1, 0], "reliable_binary": [18, 0],
+                          "slope_translation": [0.1534, 0.3], "slope_rewording": [0.494, 0.7],
+                          "same_choice_translation": [0.5641, 0.6], "same_choice_rewording": [0.6671, 0.7]})
+    rows = {r.quantity: r for r in paper.source_rows(review, table)}
+    assert len(rows) == 8, "BBQ + written is not in this run's table; BBQ is not among the paper's rows"
+    assert rows["StereoSet: reliable cells"].ours == 41, "a reliable rise counts as the paper's reliable cell too"
+    assert all(r.mark().startswith("same") for q, r in rows.items() if q != "StereoSet: same choice, rewording")
+    assert rows["StereoSet: same choice, rewording"].mark() == "differs", "0.668 is not 0.667"

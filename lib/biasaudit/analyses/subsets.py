@@ -44,9 +44,10 @@ def by_source(
     when both are present, "bbq + written" (every item not taken from StereoSet). `groups` maps a
     label to the sources it pools. Columns: source (the label), n_items (English bases), n_translated (bases
     with at least one translation), n_models, n_languages, english_soft, english_binary, n_cells
-    (model × language cells), reliable_drops and reliable_rises (cells with BH q < alpha and a
-    positive or negative drop; the family for Benjamini–Hochberg is the group's own cells, so each
-    source is tested as if it were the whole study), drop with drop_low/drop_high (each base item's
+    (model × language cells), cells_below_english (cells whose drop is positive), reliable_drops and
+    reliable_rises (cells with BH q < alpha and a positive or negative drop; the family for
+    Benjamini–Hochberg is the group's own cells, so each source is tested as if it were the whole
+    study), reliable_binary (cells reliable in binary scores, either sign: the paper's Table 9), drop with drop_low/drop_high (each base item's
     change averaged over models and languages, then the mean over items of minus it, with a
     percentile bootstrap over items; positive = lower than English), and for translations and for
     English rewordings the pooled carry-over slope, r and same-choice share (`*_translation`,
@@ -76,7 +77,8 @@ def by_source(
             "n_models": english["model"].nunique(), "n_languages": tr["language"].nunique(),
             "english_soft": float(english["soft"].mean()) if len(english) else np.nan,
             "english_binary": float(english["binary"].mean()) if len(english) else np.nan,
-            "n_cells": len(cells),
+            "n_cells": len(cells), "cells_below_english": int((cells["drop"] > 0).sum()),
+            "reliable_binary": int(cells["reliable_binary"].astype(bool).sum()),
             "reliable_drops": int((reliable & (cells["drop"] > 0)).sum()),
             "reliable_rises": int((reliable & (cells["drop"] < 0)).sum()),
             "drop": drop, "drop_low": low, "drop_high": high,

@@ -177,6 +177,35 @@ def gap_rows(numbers: dict, per_model: pd.DataFrame, gaps: pd.DataFrame, n_boots
     return rows
 
 
+# The paper's names of the item sources (review3_checks.json) and this project's.
+PAPER_SOURCES: dict[str, str] = {"StereoSet": "stereoset", "BBQ": "bbq", "Written": "written",
+                                 "BBQ+Written": "bbq + written"}
+
+
+def source_rows(review: dict, table: pd.DataFrame) -> list[Compared]:
+    """Chapter 14 (the paper's Table 9): per source its items, its cells below English, its reliable cells
+    in soft and in binary scores (each source its own family), and its carry-over slope and same choice
+    after translation and after rewording. (The paper's mixed-model drop is not computed here.)"""
+    by, rows = table.set_index("source"), []
+    for theirs, ours in PAPER_SOURCES.items():
+        paper, name = review.get("by_source", {}).get(theirs), theirs.replace("+", " + ")
+        if paper is None or ours not in by.index:
+            continue
+        mine = by.loc[ours]
+        rows += [Compared(f"{name}: items", paper["items"], int(mine["n_items"]), 0),
+                 Compared(f"{name}: cells below English", paper["cells_negative"], int(mine["cells_below_english"]), 0),
+                 Compared(f"{name}: reliable cells", paper["reliable"],
+                          int(mine["reliable_drops"] + mine["reliable_rises"]), 0),
+                 Compared(f"{name}: reliable cells, binary", paper["reliable_binary"], int(mine["reliable_binary"]), 0),
+                 Compared(f"{name}: slope, translation", paper["slope_tr"], float(mine["slope_translation"]), 2),
+                 Compared(f"{name}: slope, rewording", paper["slope_rw"], float(mine["slope_rewording"]), 2),
+                 Compared(f"{name}: same choice, translation", paper["agree_tr"],
+                          float(mine["same_choice_translation"]), 3),
+                 Compared(f"{name}: same choice, rewording", paper["agree_rw"], float(mine["same_choice_rewording"]),
+                          3)]
+    return rows
+
+
 def block(rows: list[Compared], what: str):
     """The comparison as the page shows it (a sentence and the table), or None where there is none."""
     if not rows:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit import analyses
-from biasaudit.book import charts
+from biasaudit.book import charts, paper
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -13,8 +13,9 @@ from biasaudit.run.study import Study
 NAMES = {"stereoset": "StereoSet", "bbq": "BBQ", "written": "the written items"}
 TABLE_STYLE = TableStyle(columns={
     "source": "source", "n_items": "items", "n_translated": "translated", "n_models": "models",
-    "n_languages": "languages", "english_soft": "English soft", "n_cells": "cells", "reliable_drops": "reliable drops",
-    "reliable_rises": "reliable rises", "drop": "drop (English − language)", "drop_low": "low", "drop_high": "high",
+    "n_languages": "languages", "english_soft": "English soft", "n_cells": "cells",
+    "cells_below_english": "cells below English", "reliable_drops": "reliable drops", "reliable_rises": "reliable rises",
+    "reliable_binary": "reliable (binary)", "drop": "drop (English − language)", "drop_low": "low", "drop_high": "high",
     "slope_translation": "slope (translation)", "slope_rewording": "slope (rewording)",
     "same_choice_translation": "same choice (translation)", "same_choice_rewording": "same choice (rewording)"},
     percent=("same_choice_translation", "same_choice_rewording"), transpose=True)  # one column per source
@@ -82,9 +83,13 @@ def carry_text(table: pd.DataFrame) -> str:
 
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
-    table = study.computed("by_source", lambda: analyses.by_source(study.scores, study.options))
+    # ("binary": the table's columns since it counts binary-reliable cells, so that an older stored copy is not read)
+    table = study.computed("by_source", lambda: analyses.by_source(study.scores, study.options), "binary")
     out = Report()
     out.add_table("table", table, TABLE_STYLE)
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.source_rows(paper.read_json(folder, "review3_checks.json"), table),
+                                       "review3_checks.json") if folder else None
     out.values.update({"sources_text": sources_text(table), "drop_text": drop_text(table),
                        "reliable_text": reliable_text(table), "carry_text": carry_text(table)})
     out.figures["drops"] = charts.forest(table, label="source", estimate="drop", low="drop_low", high="drop_high",
