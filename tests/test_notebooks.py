@@ -105,6 +105,26 @@ def _glue_references(markdown: str) -> list[str]:
     return re.findall(r"\{glue:text\}`([^`]+)`", markdown)
 
 
+def test_every_chapter_that_reads_the_study_declares_every_analysis_option():
+    """The book passes a chapter only the parameters it declares. A chapter that reads the run's study without
+    declaring, say, n_bootstrap would compute its intervals with the default count while the other pages use
+    the run's: one drop, two intervals (chapter 10 did). One that sets the paper's numbers beside the run's
+    needs released_scores, or its comparison never shows (chapters 11, 13 and 17 did)."""
+    from biasaudit.book.run_book import notebook_parameters
+    from biasaudit.core.options import StudyOptions
+
+    checked = []
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        module = re.search(r"from biasaudit\.book\.chapters import (\w+) as chapter", notebook.read_text())
+        source = (ROOT / "lib" / "biasaudit" / "book" / "chapters" / f"{module.group(1)}.py").read_text()
+        needed = set(StudyOptions.model_fields) if "Study.from_params" in source else set()
+        needed |= {"released_scores"} if "paper.paper_files" in source else set()
+        missing = needed - set(notebook_parameters(notebook))
+        assert not missing, (notebook.name, sorted(missing))
+        checked += [notebook.stem] if needed else []
+    assert {"10_language_drops", "11_noise_floor", "13_carry_over", "17_summed", "22_verdict"} <= set(checked)
+
+
 def test_the_injected_parameters_are_hidden_and_listed_once(ci_book):
     book, _ = ci_book
     notebook = nbformat.read(book / "book" / "analyses" / "10_language_drops.ipynb", as_version=4)
