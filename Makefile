@@ -71,7 +71,7 @@ render: venv
 	$(BIN)/python -m biasaudit.book.check_html _build/html
 
 test: venv
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 # Download the paper's released scores (pinned, sha256-checked) so that `make book` adds the released study.
 released: venv

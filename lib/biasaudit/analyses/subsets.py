@@ -47,11 +47,11 @@ def by_source(
     (model × language cells), cells_below_english (cells whose drop is positive), reliable_drops and
     reliable_rises (cells with BH q < alpha and a positive or negative drop; the family for
     Benjamini–Hochberg is the group's own cells, so each source is tested as if it were the whole
-    study), reliable_binary (cells reliable in binary scores, either sign: the paper's Table 9), drop with drop_low/drop_high (each base item's
-    change averaged over models and languages, then the mean over items of minus it, with a
-    percentile bootstrap over items; positive = lower than English), and for translations and for
-    English rewordings the pooled carry-over slope, r and same-choice share (`*_translation`,
-    `*_rewording`) with their pair counts. A group without translations has NaN drops and 0 cells.
+    study), reliable_binary (cells reliable in binary scores, either sign: the paper's Table 9), drop
+    with drop_low/drop_high (each base item's change averaged over models and languages, then the mean
+    over items of minus it, with a percentile bootstrap over items; positive = lower than English), and
+    for translations and for English rewordings the pooled carry-over slope, r and same-choice share
+    (`*_translation`, `*_rewording`) with their pair counts. A group without translations has NaN drops and 0 cells.
     """
     scored = item_scores(scores, options.aggregate)
     present = set(scored["source"].dropna())

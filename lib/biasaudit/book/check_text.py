@@ -164,7 +164,6 @@ def text_defects(pages: list[Path], html_dir: Path) -> list[str]:
             for defect in page_defects(page.read_text(encoding="utf-8", errors="replace"))]
 
 
-
 # A value with its interval: "0.0552 [0.0155, 0.0944]", at four decimals (`disagreeing_intervals`).
 VALUE_INTERVAL = re.compile(r"(?<![\d.])(-?\d\.\d{4}) \[(-?\d\.\d{4}), (-?\d\.\d{4})\]")
 LANGUAGE_CELL = re.compile(r"^(?:[a-z]{2}|.+ \(([a-z]{2})\))$")
