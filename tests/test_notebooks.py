@@ -644,7 +644,11 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
     ci_values = yaml.safe_load((ROOT / "params" / "ci.yml").read_text(encoding="utf-8"))
     env = {**os.environ, "BIASAUDIT_RUNS_DIR": str(runs), **network_guard(tmp_path / "guard")}
     ran, listed, not_as_written, failed = [], [], [], []
-    one_at_a_time: list[tuple[str, str, list[str], Path | None]] = []
+    # Commands that score, translate, ask models or read the released run take the run's lock or write its
+    # caches: those on one run go one at a time, in the book's order (a lane per run; a lane per command that
+    # is not a chapter's). Chapters that only read the CI run's stored results run two at a time, as in `make
+    # book`, once every lane is done.
+    lanes: dict[str, list[tuple[str, str, list[str], Path | None]]] = {}
     side_by_side: list[tuple[str, str, list[str], Path | None]] = []
     released = False
     outputs: dict[tuple[str, str], list[Path]] = {}  # the exercise's chapter runs, whose values its solution quotes
@@ -669,7 +673,7 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
                 if reason:
                     listed.append(f"{where}: {command} ({reason})")
                     continue
-                out = tmp_path / f"{len(one_at_a_time) + len(side_by_side):02d}_{path.name}"
+                out = tmp_path / f"{sum(map(len, lanes.values())) + len(side_by_side):02d}_{path.name}"
                 extra = []
                 if values.get("run_name") == "released":  # the fixtures' released scores (replacing any there)
                     if not released:
@@ -682,10 +686,12 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
                     extra = ["-f", str(ci_file)]
                 argv = [".venv/bin/papermill", str(path.relative_to(ROOT)), str(out), *extra, *options]
                 outputs.setdefault((notebook, number), []).append(out)
+                lane = values.get("run_name", ci_values["run_name"])
+                alone = path.stem in ONE_AT_A_TIME or lane == "released"
             else:
-                argv = shlex.split(command)
-            alone = out is None or path.stem in ONE_AT_A_TIME or values.get("run_name") == "released"
-            (one_at_a_time if alone else side_by_side).append((where, command, argv, out))
+                argv, lane, alone = shlex.split(command), command, True
+            job = (where, command, argv, out)
+            lanes.setdefault(lane, []).append(job) if alone else side_by_side.append(job)
 
     def execute(job: tuple[str, str, list[str], Path | None]) -> None:
         where, command, argv, out = job
@@ -702,10 +708,8 @@ def test_exercise_commands_run_on_the_ci_run(ci_book, tmp_path, monkeypatch):
         elif out is not None and _errors(out):
             failed.append(f"{where}: the notebook holds errors {_errors(out)}: {command}")
 
-    # Commands that score, translate, ask models or read the released run take the run's lock or its
-    # caches: one at a time. Chapters that only read stored results run two at a time, as in `make book`.
-    for job in one_at_a_time:
-        execute(job)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(lambda lane: [execute(job) for job in lane], sorted(lanes.values(), key=len, reverse=True)))
     with ThreadPoolExecutor(max_workers=2) as pool:
         list(pool.map(execute, side_by_side))
     print("ran:\n  " + "\n  ".join(ran))
