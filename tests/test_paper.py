@@ -119,3 +119,30 @@ def test_chapter_14_shares_each_sources_counts_and_carry_over_with_table_9():
     assert rows["StereoSet: reliable cells"].ours == 41, "a reliable rise counts as the paper's reliable cell too"
     assert all(r.mark().startswith("same") for q, r in rows.items() if q != "StereoSet: same choice, rewording")
     assert rows["StereoSet: same choice, rewording"].mark() == "differs", "0.668 is not 0.667"
+
+
+def test_chapter_16_counts_each_languages_contrast_judgments_as_the_paper():
+    quality = {"judgments": {"by_lang": {"zh-CN": {"lost": 1, "partly": 1, "preserved": 2}},
+                             "total": {"preserved": 2, "partly": 1, "lost": 1}}}
+    judgments = pd.DataFrame({"language": ["zh", "zh", "zh", "zh", "sw"],
+                              "judgment": ["preserved", "preserved", "partly", "partly", "lost"]})
+    rows = {r.quantity: (r.paper, r.ours) for r in paper.judgment_rows(quality, judgments)}
+    assert rows == {"contrast preserved, zh": (2, 2), "contrast partly, zh": (1, 2), "contrast lost, zh": (1, 0),
+                    "contrast preserved, all": (2, 2), "contrast partly, all": (1, 2), "contrast lost, all": (1, 1)}
+    assert paper.judgment_rows(quality, None) == [] and paper.judgment_rows({}, judgments) == []
+
+
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
+                    "contrast_judgment_full.csv", "translation_quality.json")
+def test_the_contrast_judgments_a_released_run_reads_are_the_papers(mirror, tmp_path, monkeypatch):
+    """The judgments as imported with the released scores (the versions the paper keeps): each language's
+    preserved, partly and lost counts are the paper's own (translation_quality.json)."""
+    from biasaudit.data.release_import import import_released
+    from biasaudit.run.pipeline import read_judgments
+
+    monkeypatch.setenv("BIASAUDIT_RUNS_DIR", str(tmp_path / "runs"))
+    import_released("released", mirror, models=["llama3.1-8b"])
+    judgments = read_judgments(RunParams(run_name="released"))
+    rows = paper.judgment_rows(json.loads((mirror / "translation_quality.json").read_text()), judgments)
+    assert len(rows) == 7 * 3 + 3 and len(judgments) == 2497
+    assert all(r.mark().startswith("same") for r in rows), [(r.quantity, r.paper, r.ours) for r in rows]

@@ -206,6 +206,24 @@ def source_rows(review: dict, table: pd.DataFrame) -> list[Compared]:
     return rows
 
 
+def judgment_rows(quality: dict, judgments: pd.DataFrame | None) -> list[Compared]:
+    """Chapter 16 (the inputs of the paper's Tables 10 and 12): how many of each language's translations the
+    release's contrast judgments call preserved, partly preserved and lost, and in all."""
+    paper = quality.get("judgments", {})
+    if judgments is None or not paper:
+        return []
+    counts = judgments.groupby(["language", "judgment"]).size()
+    rows = []
+    for code, theirs in paper.get("by_lang", {}).items():
+        language = "zh" if code == "zh-CN" else code
+        rows += [Compared(f"contrast {kind}, {language}", theirs[kind], int(counts.get((language, kind), 0)), 0)
+                 for kind in ("preserved", "partly", "lost") if kind in theirs]
+    totals = judgments["judgment"].value_counts()
+    rows += [Compared(f"contrast {kind}, all", value, int(totals.get(kind, 0)), 0)
+             for kind, value in paper.get("total", {}).items()]
+    return rows
+
+
 def block(rows: list[Compared], what: str):
     """The comparison as the page shows it (a sentence and the table), or None where there is none."""
     if not rows:

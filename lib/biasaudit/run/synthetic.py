@@ -221,7 +221,8 @@ def _made_up_texts(target: Path, bases: list[tuple[str, str]], mapping: dict, co
 def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.random.Generator) -> None:
     """The release's other files, in their formats, with made-up content: token counts, the translation
     checks, the LLM rewordings' scores and the paper's summary numbers (paper_numbers.json,
-    robustness_checks.json, bootstrap_dfg_minus_floor.csv, review3_checks.json), so that every reader and every comparison on the released pages runs."""
+    robustness_checks.json, bootstrap_dfg_minus_floor.csv, review3_checks.json, translation_quality.json), so
+    that every reader and every comparison on the released pages runs."""
     versions = [(base, language) for base, _ in bases for language in RELEASE_LANGUAGES]
     counts = [{"model": model, "prompt_id": f"{base}_{language}", "n_stereotype": int(rng.integers(3, 15)),
                "n_anti_stereotype": int(rng.integers(3, 15))} for model in models for base, language in versions]
@@ -255,6 +256,12 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "en_soft_by_model": dict.fromkeys(models, 0.53), "en_bin_by_model": dict.fromkeys(models, 0.63),
         "bootstrap": {"n_ci_above_0": 4},
     }, indent=1), encoding="utf-8")
+    made_up = {lang: {kind: int((judgment[[lg == lang for _, lg in translated]] == kind).sum())
+                      for kind in ("preserved", "partly", "lost")} for lang in languages}
+    (target / "translation_quality.json").write_text(json.dumps({"judgments": {
+        "by_lang": made_up, "total": {kind: sum(c[kind] for c in made_up.values()) for kind in ("preserved", "partly",
+                                                                                               "lost")}}}, indent=1),
+        encoding="utf-8")
     (target / "review3_checks.json").write_text(json.dumps({"by_source": {
         source: {"items": 10, "cells_negative": 50, "reliable": 5, "reliable_binary": 2, "slope_tr": 0.2, "slope_rw": 0.6,
                  "agree_tr": 0.6, "agree_rw": 0.7} for source in ("StereoSet", "BBQ", "Written", "BBQ+Written")}},

@@ -7,7 +7,7 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.analyses import verdict
-from biasaudit.book import charts
+from biasaudit.book import charts, paper
 from biasaudit.book.prose import language_names
 from biasaudit.book.report import Report, TableStyle, note, spoken_list, with_interval
 from biasaudit.data.languages import language_label
@@ -121,9 +121,13 @@ def report(params: RunParams) -> Report:
     own = faithful["language"].isin(shared.index)
     for column, source in (("drop_all", "drop"), ("drop_all_low", "drop_low"), ("drop_all_high", "drop_high")):
         faithful.loc[own, column] = faithful.loc[own, "language"].map(shared[source]).to_numpy()
+    judgments = pipeline.read_judgments(params)
     tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold,
-                                       judgments=pipeline.read_judgments(params))
+                                       judgments=judgments)
     out = Report()
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.judgment_rows(paper.read_json(folder, "translation_quality.json"),
+                                                           judgments), "translation_quality.json") if folder else None
     out.add_table("faithful", faithful.assign(**{
         f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)
         for name, column in (("all", "drop_all"), ("faithful", "drop_faithful"), ("reduction", "reduction"))}),
