@@ -146,3 +146,81 @@ def test_the_contrast_judgments_a_released_run_reads_are_the_papers(mirror, tmp_
     rows = paper.judgment_rows(json.loads((mirror / "translation_quality.json").read_text()), judgments)
     assert len(rows) == 7 * 3 + 3 and len(judgments) == 2497
     assert all(r.mark().startswith("same") for r in rows), [(r.quantity, r.paper, r.ours) for r in rows]
+
+
+def test_chapter_16_sets_each_subsets_item_level_test_beside_table_10():
+    theirs = {"items": 266, "drop": 0.0012, "beyond": 0.0013, "lo": -0.0169, "hi": 0.0196, "p": 0.01, "q": 0.02}
+    quality = {"item_level": {"preserved": {"zh-CN": theirs}, "not_lost": {"es": theirs}}}
+    tests = pd.DataFrame({"subset": ["contrast preserved", "all items"], "language": ["zh", "es"],
+                          "n_items": [266, 349], "translation_drop": [0.00124, 0.0066], "excess_drop": [0.0013, 0.006],
+                          "low": [-0.0170, -0.01], "high": [0.0197, 0.02], "p": [0.0115, 0.4], "q": [0.025, 0.4]})
+    rows = {r.quantity: r for r in paper.item_level_rows(quality, tests, 20_000, 10_000)}
+    assert {q.split(":")[0] for q in rows} == {"contrast preserved, zh"}, "es's subset is not in this run's tests"
+    assert all(rows[f"contrast preserved, zh: {q}"].mark().startswith("same") for q in ("items", "drop",
+                                                                                        "beyond rewording"))
+    # two sets of 20,000 sign flips at p = 0.01: SE = sqrt(0.01 × 0.99 × 2 / 20,000) = 0.000995; 0.0015 apart is
+    # within 2 SE; q's SE is scaled by q / p = 2, and 0.005 apart is beyond 2 × 0.00199
+    assert rows["contrast preserved, zh: p"].mc_se == pytest.approx(0.000995, rel=1e-3)
+    assert rows["contrast preserved, zh: p"].mark().startswith("within Monte Carlo error")
+    assert rows["contrast preserved, zh: q"].mark() == "differs"
+    assert rows["contrast preserved, zh: beyond rewording, interval low"].mark().startswith("within")
+
+
+def test_chapter_13_sets_r_with_its_interval_and_the_sd_ratio_beside_table_12():
+    carried = {"r": 0.3053, "r_lo": 0.2282, "r_hi": 0.3817, "sd_ratio": 1.2150, "slope": 0.3709, "n_items": 349}
+    table = pd.DataFrame({"change": ["translation", "rewording", "translation"], "group": ["es", "de", "all"],
+                          "n_items": [349, 361, 362], "r": [0.3051, 0.6267, 0.2326], "r_low": [0.2290, 0.56, 0.2],
+                          "r_high": [0.3805, 0.68, 0.27], "sd_ratio": [1.2149, 1.18, 1.13], "slope": [0.3694, 0.74, 0.26]})
+    rows = {r.quantity: r for r in paper.association_rows(
+        {"lang_es": carried, "pivot_de": {**carried, "r": 0.6267}, "lang_zh-CN": carried, "same_choice": {}}, table,
+        5_000)}
+    assert sorted({q.split(":")[0] for q in rows}) == ["rewording, de", "translation, es"]
+    assert rows["translation, es: r"].mark() == "same at the paper's precision", "0.3051 and 0.3053 both print .31"
+    assert "translation, es: slope" not in rows, "the slope is chapter 13's other comparison (carry_rows)"
+    preserved = {r.quantity: r for r in paper.association_rows({"pooled": carried, "es": carried}, table, 5_000,
+                                                                 subset="contrast preserved")}
+    assert preserved["contrast preserved, translation, all: items"].mark() == "differs", "362 against 349"
+    assert preserved["contrast preserved, translation, es: slope"].mark() == "same at the paper's precision"
+
+
+def test_chapter_15_sets_each_dimension_beside_table_13():
+    results = {"by_dimension": {"Race/ethnicity": {"items": 82, "drop": 0.0128, "lo": -0.0101, "hi": 0.0362,
+                                                   "r_tr": 0.2663, "r_rw": 0.5317, "reversed": 0.2126},
+                                "Caste": {"items": 3, "drop": 0.1, "lo": 0, "hi": 0.2, "r_tr": 0, "r_rw": 0,
+                                          "reversed": 0}},
+               "fate": {"translated": {"n": 11264, "reversed": 0.2292}}}
+    table = pd.DataFrame({"dimension": ["race", "all"], "n_items": [82, 362], "drop": [0.0128, 0.02],
+                          "drop_low": [-0.0101, 0.0], "drop_high": [0.0362, 0.04], "r_translation": [0.27, 0.2],
+                          "r_rewording": [0.5317, 0.5], "reversal_share": [0.2126, 0.2292], "n_leaning": [3000, 11264]})
+    rows = {r.quantity: r for r in paper.dimension_rows(results, table, 5_000)}
+    assert not any(q.startswith("caste") for q in rows), "a dimension this run lacks is not listed"
+    assert all(r.mark().startswith("same") for r in rows.values()), [(q, r.mark()) for q, r in rows.items()]
+    assert rows["all dimensions: leaning pairs"].ours == 11264 and len(rows) == 7 + 2
+
+
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
+                    "contrast_judgment_full.csv", "translation_quality.json", "association_and_dimensions.json")
+def test_the_subsets_of_tables_10_12_and_13_hold_the_papers_items(mirror):
+    """Which items each subset holds does not depend on the models: from Llama-3.1-8B's scores alone, every item
+    count of the paper's Tables 10 (all, contrast preserved, not lost), 12 (per language and route, and preserved)
+    and 13 (per dimension) is the paper's own."""
+    from biasaudit.data.release_inputs import read_contrast_judgments
+
+    scores = read_released(mirror, models=["llama3.1-8b"])
+    judgments = read_contrast_judgments(mirror / "contrast_judgment_full.csv")
+    options = StudyOptions(n_permutations=100, n_bootstrap=50)
+    quality = json.loads((mirror / "translation_quality.json").read_text())
+    results = json.loads((mirror / "association_and_dimensions.json").read_text())
+    pairs = analyses.carry_over_pairs(scores)
+    preserved = analyses.translations_kept(pairs, analyses.judged_versions(scores, judgments, ("preserved",)))
+    rows = (paper.item_level_rows(quality, analyses.against_rewording(scores, None, options, judgments=judgments),
+                                  100, 50)
+            + paper.association_rows(results["association"], analyses.carry_over_table(scores, options, pairs=pairs),
+                                     50)
+            + paper.association_rows(quality["association"]["preserved"],
+                                     analyses.carry_over_table(scores, options, pairs=preserved), 50,
+                                     subset="contrast preserved")
+            + paper.dimension_rows(results, analyses.by_dimension(scores, options), 50))
+    counts = [r for r in rows if r.quantity.endswith(": items")]
+    assert len(counts) == 3 * 7 + (2 + 7 + 3) + (1 + 7) + 6
+    assert all(r.mark().startswith("same") for r in counts), [(r.quantity, r.paper, r.ours) for r in counts]

@@ -50,6 +50,13 @@ def carry_over_pairs(scores: pd.DataFrame, aggregate: Aggregate = "mean") -> pd.
     return out.dropna(subset=["before", "after"]).reset_index(drop=True)
 
 
+def translations_kept(pairs: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
+    """The translation pairs of `carry_over_pairs` whose (base_id, language) is in `kept` (e.g. the versions
+    whose contrast is preserved: `subsets.judged_versions`); the other kinds of change are left out."""
+    translation = pairs.loc[pairs["change"] == "translation"]
+    return translation.merge(kept[["base_id", "language"]].drop_duplicates(), on=["base_id", "language"])
+
+
 _CARRY_QUANTITIES = 7  # per model: n, x, y, xx, yy, xy, same choice
 # What `_carry_statistic` returns, in order: the paper's carry-over (every model × item pair pooled as it is),
 # same choice, and the same fit within models (each model's own mean taken out first).

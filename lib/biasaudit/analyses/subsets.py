@@ -237,6 +237,20 @@ def faithful_only(
     return pd.DataFrame(rows, columns=columns)
 
 
+# The paper's subsets by contrast judgment: the judgments each keeps.
+CONTRAST_SUBSETS: dict[str, tuple[str, ...]] = {"contrast preserved": ("preserved",),
+                                                "contrast not lost": ("preserved", "partly")}
+
+
+def judged_versions(versions: pd.DataFrame, judgments: pd.DataFrame, kinds: tuple[str, ...]) -> pd.DataFrame:
+    """The (base_id, language) of the translated versions whose contrast judgment is one of `kinds`.
+
+    `versions` has item_id, base_id and language (scores or pairs); `judgments` one row per judged version
+    (item_id, judgment), as the release's contrast judgments. A version no judgment names is left out."""
+    kept = judgments.loc[judgments["judgment"].isin(kinds), "item_id"]
+    return versions.loc[versions["item_id"].isin(kept), ["base_id", "language"]].drop_duplicates().reset_index(drop=True)
+
+
 def against_rewording(
     scores: pd.DataFrame,
     similarity: pd.DataFrame | None = None,
@@ -258,7 +272,8 @@ def against_rewording(
     translation is faithful, similarity ≥ `threshold`, in every language the item has; the same items
     in every language); "contrast preserved" (with `judgments`, one row per translated version with its
     item_id and judgment, as the release's contrast judgments: only the versions judged `preserved`, the
-    paper's subset of that name); "without StereoSet" (only when the table has StereoSet
+    paper's subset of that name) and "contrast not lost" (with `judgments`: the versions judged preserved or
+    partly preserved); "without StereoSet" (only when the table has StereoSet
     translations). Columns:
     subset, language, n_items, translation_drop, rewording_drop, excess_drop, low, high, p, q,
     reliable.
@@ -276,9 +291,8 @@ def against_rewording(
         kept = pairs.groupby("base_id")["faithful"].agg(lambda f: bool(f.fillna(False).all()))
         subsets["faithful in every language"] = per_item.loc[per_item["base_id"].isin(kept.index[kept])]
     if judgments is not None:
-        preserved = pairs.loc[pairs["item_id"].isin(judgments.loc[judgments["judgment"] == "preserved", "item_id"]),
-                              ["base_id", "language"]].drop_duplicates()
-        subsets["contrast preserved"] = per_item.merge(preserved, on=["base_id", "language"])
+        for subset, kinds in CONTRAST_SUBSETS.items():
+            subsets[subset] = per_item.merge(judged_versions(pairs, judgments, kinds), on=["base_id", "language"])
     if (per_item["source"] == "stereoset").any():
         subsets["without StereoSet"] = per_item.loc[per_item["source"] != "stereoset"]
     columns = ["subset", "language", "n_items", "translation_drop", "rewording_drop", "excess_drop", "low",

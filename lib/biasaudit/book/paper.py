@@ -308,3 +308,115 @@ def summed_rows(robustness: dict, table: pd.DataFrame) -> list[Compared]:
         rows.append(Compared("reliable cells with sums, all", summed["n_sig_bh"], int(others["reliable_drops_sum"].sum()),
                              0))
     return rows
+
+
+# The paper's sign flips per test: its smallest p values are 1 / 20,001 (cell_tests.csv, translation_quality.json).
+PAPER_FLIPS = 20_000
+
+
+def p_value_se(p: float, n_permutations: int) -> float:
+    """The Monte Carlo standard error of the difference between two sign-flip p values near `p`, one from the
+    paper's 20,000 flips and one from this run's `n_permutations`."""
+    return math.sqrt(p * (1 - p) * (1 / PAPER_FLIPS + 1 / n_permutations))
+
+
+def _interval_rows(name: str, theirs: tuple[float, float], mine: tuple[float, float], n_bootstrap: int,
+                   digits: int) -> list[Compared]:
+    """Both ends of a bootstrap interval, each within the Monte Carlo error of two sets of resamples."""
+    se = [math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, PAPER_BOOTSTRAP))] * 2
+    return [Compared(f"{name}, interval {end}", paper_end, float(own_end), digits, mc_se=s)
+            for end, paper_end, own_end, s in zip(("low", "high"), theirs, mine, se)]
+
+
+# The paper's subsets of its item-level tests (translation_quality.json `item_level`) and this project's names.
+PAPER_SUBSETS: dict[str, str] = {"all": "all items", "preserved": "contrast preserved",
+                                 "not_lost": "contrast not lost"}
+
+
+def item_level_rows(quality: dict, tests: pd.DataFrame, n_permutations: int, n_bootstrap: int) -> list[Compared]:
+    """Chapter 16 (the paper's Table 10): per subset and language, the items, the translation drop, how far
+    it lies beyond the items' own rewording drop (the excess) with its interval, and the test's p and q.
+
+    `tests`: `analyses.against_rewording`. The q values' Monte Carlo error is taken as the p value's, scaled
+    by q / p (Benjamini–Hochberg multiplies a p value by a factor fixed by the ranks)."""
+    by, rows = tests.set_index(["subset", "language"]), []
+    for key, subset in PAPER_SUBSETS.items():
+        for code, theirs in quality.get("item_level", {}).get(key, {}).items():
+            language = "zh" if code == "zh-CN" else code
+            if (subset, language) not in by.index:
+                continue
+            mine, name = by.loc[(subset, language)], f"{subset}, {language}"
+            rows += [Compared(f"{name}: items", theirs["items"], int(mine["n_items"]), 0),
+                     Compared(f"{name}: drop", theirs["drop"], float(mine["translation_drop"]), 4),
+                     Compared(f"{name}: beyond rewording", theirs["beyond"], float(mine["excess_drop"]), 4)]
+            rows += _interval_rows(f"{name}: beyond rewording", (theirs["lo"], theirs["hi"]),
+                                   (mine["low"], mine["high"]), n_bootstrap, 4)
+            se = p_value_se(theirs["p"], n_permutations)
+            rows += [Compared(f"{name}: p", theirs["p"], float(mine["p"]), 3, mc_se=se),
+                     Compared(f"{name}: q", theirs["q"], float(mine["q"]), 3,
+                              mc_se=se * theirs["q"] / theirs["p"] if theirs["p"] else math.nan)]
+    return rows
+
+
+def _association_key(name: str) -> tuple[str, str] | None:
+    """The carry-over table's (change, group) of a key of the paper's association results (`lang_es`,
+    `pivot_de`, `translated_all`; in a subset's results `es` and `pooled`)."""
+    if name in ("translated_all", "pooled"):
+        return "translation", "all"
+    if name == "reworded_all":
+        return "rewording", "all"
+    for prefix, change in (("lang_", "translation"), ("pivot_", "rewording"), ("", "translation")):
+        code = name.removeprefix(prefix)
+        if name.startswith(prefix) and (len(code) == 2 or code == "zh-CN"):
+            return change, "zh" if code == "zh-CN" else code
+    return None
+
+
+def association_rows(association: dict, table: pd.DataFrame, n_bootstrap: int, *, subset: str = "") -> list[Compared]:
+    """Chapter 13 (the paper's Table 12): per language and route, and pooled, the items, r with its interval
+    and the SD ratio (the slope is `carry_rows`'); for a `subset` (e.g. "contrast preserved") the slope too.
+
+    `association`: association_and_dimensions.json's `association`, or translation_quality.json's
+    `association[<subset>]` (keys `pooled` and language codes); `table`: `analyses.carry_over_table`."""
+    by, rows = table.set_index(["change", "group"]), []
+    for name, theirs in association.items():
+        key = _association_key(name)
+        if key is None or key not in by.index:
+            continue
+        mine = by.loc[key]
+        label = f"{subset + ', ' if subset else ''}{key[0]}, {key[1]}"
+        rows += [Compared(f"{label}: items", theirs["n_items"], int(mine["n_items"]), 0),
+                 Compared(f"{label}: r", theirs["r"], float(mine["r"]), 2)]
+        rows += _interval_rows(f"{label}: r", (theirs["r_lo"], theirs["r_hi"]), (mine["r_low"], mine["r_high"]),
+                               n_bootstrap, 2)
+        rows.append(Compared(f"{label}: SD ratio", theirs["sd_ratio"], float(mine["sd_ratio"]), 2))
+        if subset:
+            rows.append(Compared(f"{label}: slope", theirs["slope"], float(mine["slope"]), 2))
+    return rows
+
+
+def dimension_rows(results: dict, table: pd.DataFrame, n_bootstrap: int) -> list[Compared]:
+    """Chapter 15 (the paper's Table 13): per dimension its items, its drop with the interval, r after
+    translation and after rewording, and the share of leaning pairs a translation reverses; over all
+    dimensions, the leaning pairs and the reversed share.
+
+    `results`: association_and_dimensions.json; `table`: `analyses.by_dimension`."""
+    by, rows = table.set_index("dimension"), []
+    for name, theirs in results.get("by_dimension", {}).items():
+        dimension = name.split("/")[0].lower()
+        if dimension not in by.index:
+            continue
+        mine = by.loc[dimension]
+        rows += [Compared(f"{dimension}: items", theirs["items"], int(mine["n_items"]), 0),
+                 Compared(f"{dimension}: drop", theirs["drop"], float(mine["drop"]), 4)]
+        rows += _interval_rows(f"{dimension}: drop", (theirs["lo"], theirs["hi"]),
+                               (mine["drop_low"], mine["drop_high"]), n_bootstrap, 4)
+        rows += [Compared(f"{dimension}: r, translation", theirs["r_tr"], float(mine["r_translation"]), 2),
+                 Compared(f"{dimension}: r, rewording", theirs["r_rw"], float(mine["r_rewording"]), 2),
+                 Compared(f"{dimension}: reversed share", theirs["reversed"], float(mine["reversal_share"]), 3)]
+    fate = results.get("fate", {}).get("translated")
+    if fate and "all" in by.index:
+        rows += [Compared("all dimensions: leaning pairs", fate["n"], int(by.loc["all", "n_leaning"]), 0),
+                 Compared("all dimensions: reversed share", fate["reversed"], float(by.loc["all", "reversal_share"]),
+                          3)]
+    return rows

@@ -86,6 +86,8 @@ PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
      "15ba4228060bcf9aee5f95e98437bed3ebc09af5"),
     ("pipeline_ablation.csv", "results/reanalysis/pipeline_ablation.csv", "fd4fac7171dc31ba50d89ca4465e1a7aa42bb981"),
     ("review3_checks.json", "results/reanalysis/review3_checks.json", "c4342a8a473c73b9f48eaf1fae2cef7ac435bb6b"),
+    ("association_and_dimensions.json", "results/reanalysis/association_and_dimensions.json",
+     "15ba4228060bcf9aee5f95e98437bed3ebc09af5"),
 )
 
 

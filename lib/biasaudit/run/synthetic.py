@@ -221,7 +221,8 @@ def _made_up_texts(target: Path, bases: list[tuple[str, str]], mapping: dict, co
 def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.random.Generator) -> None:
     """The release's other files, in their formats, with made-up content: token counts, the translation
     checks, the LLM rewordings' scores and the paper's summary numbers (paper_numbers.json,
-    robustness_checks.json, bootstrap_dfg_minus_floor.csv, review3_checks.json, translation_quality.json), so
+    robustness_checks.json, bootstrap_dfg_minus_floor.csv, review3_checks.json, translation_quality.json,
+    association_and_dimensions.json), so
     that every reader and every comparison on the released pages runs."""
     versions = [(base, language) for base, _ in bases for language in RELEASE_LANGUAGES]
     counts = [{"model": model, "prompt_id": f"{base}_{language}", "n_stereotype": int(rng.integers(3, 15)),
@@ -258,9 +259,21 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
     }, indent=1), encoding="utf-8")
     made_up = {lang: {kind: int((judgment[[lg == lang for _, lg in translated]] == kind).sum())
                       for kind in ("preserved", "partly", "lost")} for lang in languages}
+    tested = {"items": 30, "drop": 0.02, "beyond": 0.02, "lo": 0.005, "hi": 0.035, "p": 0.01, "q": 0.02}
+    carried = {"r": 0.25, "r_lo": 0.2, "r_hi": 0.3, "sd_ratio": 1.1, "slope": 0.28, "n_items": 30, "n_pairs": 300}
     (target / "translation_quality.json").write_text(json.dumps({"judgments": {
         "by_lang": made_up, "total": {kind: sum(c[kind] for c in made_up.values()) for kind in ("preserved", "partly",
-                                                                                               "lost")}}}, indent=1),
+                                                                                               "lost")}},
+        "item_level": {subset: dict.fromkeys(languages, tested) for subset in ("all", "preserved", "not_lost")},
+        "association": {"preserved": {"pooled": carried, **dict.fromkeys(languages, carried)}}}, indent=1),
+        encoding="utf-8")
+    (target / "association_and_dimensions.json").write_text(json.dumps({
+        "association": {"translated_all": carried, "reworded_all": carried,
+                        **{f"lang_{code}": carried for code in languages},
+                        **{f"pivot_{pivot}": carried for pivot in RELEASE_PIVOTS}},
+        "by_dimension": {name: {"items": 10, "drop": 0.02, "lo": 0.0, "hi": 0.04, "r_tr": 0.2, "r_rw": 0.5,
+                                "reversed": 0.2} for name in ("Gender", "Race/ethnicity", "Religion", "Profession")},
+        "fate": {"translated": {"n": 1000, "kept": 0.45, "neutral": 0.32, "reversed": 0.23}}}, indent=1),
         encoding="utf-8")
     (target / "review3_checks.json").write_text(json.dumps({"by_source": {
         source: {"items": 10, "cells_negative": 50, "reliable": 5, "reliable_binary": 2, "slope_tr": 0.2, "slope_rw": 0.6,

@@ -9,6 +9,7 @@ import pandas as pd
 from biasaudit import analyses
 from biasaudit.book import charts, explore, paper
 from biasaudit.book.report import Report, TableStyle, with_interval
+from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
 
@@ -37,6 +38,19 @@ def within_language_text(table: pd.DataFrame, rewording: pd.Series) -> str:
             f"same choice {row['same_choice']:.0%}), against {rewording['slope']:.2f} for rewording English.")
 
 
+def preserved_text(table: pd.DataFrame, preserved: pd.DataFrame | None) -> str:
+    if preserved is None:
+        return ("This run has no contrast judgments (they come with the paper's released scores), so the "
+                "translations cannot be split by whether their contrast survived.")
+    if preserved.empty:
+        return "No translation of this run is judged to keep its contrast, so there is nothing to measure."
+    mine, every = pooled(preserved, "translation"), pooled(table, "translation")
+    return (f"On the {int(mine['n_pairs'])} translated pairs whose contrast is preserved ({int(mine['n_items'])} base "
+            f"items), the slope is {mine['slope']:.2f} (95% interval {mine['slope_low']:.2f} to "
+            f"{mine['slope_high']:.2f}) and r {mine['r']:.2f}, against {every['slope']:.2f} and {every['r']:.2f} "
+            "with every translation. Where the two are close, lost contrasts are not what scrambles the items.")
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     pairs = analyses.carry_over_pairs(study.scores, params.aggregate)
@@ -60,9 +74,26 @@ def report(params: RunParams) -> Report:
         "n_weaker": int((translations["strength_after"] < translations["strength_before"]).sum()),
         "n_translations": len(translations), "within_text": within_language_text(table, rewording),
     })
+    judgments = pipeline.read_judgments(params)
+    preserved = None if judgments is None else study.computed("carry_over_preserved", lambda: analyses.carry_over_table(
+        study.scores, study.options, pairs=analyses.translations_kept(
+            pairs, analyses.judged_versions(study.scores, judgments, ("preserved",)))), "preserved")
+    out.add_table("preserved", pd.DataFrame(columns=shown.columns) if preserved is None else preserved.assign(
+        shown_slope=with_interval(preserved["slope"], preserved["slope_low"], preserved["slope_high"])),
+        replace(TABLE_STYLE, empty=""))
+    out.values["preserved_text"] = preserved_text(table, preserved)
     folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
-    out.figures["paper"] = paper.block(paper.carry_rows(paper.read_json(folder, "paper_numbers.json"), table),
-                                       "paper_numbers.json") if folder else None
+    if folder:
+        quality = paper.read_json(folder, "translation_quality.json").get("association", {}).get("preserved", {})
+        rows = (paper.carry_rows(paper.read_json(folder, "paper_numbers.json"), table)
+                + paper.association_rows(paper.read_json(folder, "association_and_dimensions.json").get(
+                    "association", {}), table, params.n_bootstrap)
+                + (paper.association_rows(quality, preserved, params.n_bootstrap, subset="contrast preserved")
+                   if preserved is not None and len(preserved) else []))
+        out.figures["paper"] = paper.block(rows, "paper_numbers.json, association_and_dimensions.json, "
+                                                 "translation_quality.json")
+    else:
+        out.figures["paper"] = None
     out.figures["density"] = charts.carry_over_density(pairs, table)
     translated = explore.translated_items(study.scores, params.aggregate)
     out.figures["explore"] = explore.carry_over_explorer(

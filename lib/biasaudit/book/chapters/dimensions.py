@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit import analyses
-from biasaudit.book import charts
+from biasaudit.book import charts, paper
 from biasaudit.book.report import Report, TableStyle, with_interval
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -65,6 +65,10 @@ def report(params: RunParams) -> Report:
         "reversal_share": float(overall["reversal_share"]), "lean_high": 0.5 + params.lean,
         "lean_low": 0.5 - params.lean, "reversal_text": reversal_text(dimensions),
     })
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.dimension_rows(paper.read_json(folder, "association_and_dimensions.json"),
+                                                            table, params.n_bootstrap),
+                                       "association_and_dimensions.json") if folder else None
     out.figures["drops"] = charts.forest(table, label="dimension", estimate="drop", low="drop_low", high="drop_high",
                                          title="Drop per dimension (95% bootstrap interval over items)")
     out.figures["correlation"] = charts.paired_bars(

@@ -126,8 +126,14 @@ def report(params: RunParams) -> Report:
                                        judgments=judgments)
     out = Report()
     folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
-    out.figures["paper"] = paper.block(paper.judgment_rows(paper.read_json(folder, "translation_quality.json"),
-                                                           judgments), "translation_quality.json") if folder else None
+    if folder:
+        quality = paper.read_json(folder, "translation_quality.json")
+        out.figures["paper"] = paper.block(
+            paper.judgment_rows(quality, judgments)
+            + paper.item_level_rows(quality, tests, params.n_permutations, params.n_bootstrap),
+            "translation_quality.json")
+    else:
+        out.figures["paper"] = None
     out.add_table("faithful", faithful.assign(**{
         f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)
         for name, column in (("all", "drop_all"), ("faithful", "drop_faithful"), ("reduction", "reduction"))}),
