@@ -224,3 +224,21 @@ def test_the_subsets_of_tables_10_12_and_13_hold_the_papers_items(mirror):
     counts = [r for r in rows if r.quantity.endswith(": items")]
     assert len(counts) == 3 * 7 + (2 + 7 + 3) + (1 + 7) + 6
     assert all(r.mark().startswith("same") for r in counts), [(r.quantity, r.paper, r.ours) for r in counts]
+
+
+def test_chapter_16_sets_the_faithful_only_drops_beside_table_6():
+    review = {"faithful": {"drop_all_by_lang": {"zh-CN": 0.0193, "es": 0.0066},
+                           "drop_faithful_by_lang": {"zh-CN": 0.0116, "es": 0.0033}, "ew_all": 0.0209,
+                           "ew_faithful": 0.0171, "reduction": 0.0039, "reduction_ci": [-0.0019, 0.0098],
+                           "pairs_all": 24970, "pairs_faithful": 15950}}
+    faithful = pd.DataFrame({"language": ["zh", "mean"], "n_all": [3610, 3610], "n_faithful": [2000, 2000],
+                             "drop_all": [0.01934, 0.0209], "drop_faithful": [0.0117, 0.0171],
+                             "reduction": [0.0077, 0.0039], "reduction_low": [0.0, -0.0020],
+                             "reduction_high": [0.01, 0.0097]})
+    rows = {r.quantity: r for r in paper.faithful_rows(review, faithful, 5_000)}
+    assert "drop, every translation, es" not in rows, "a language this run lacks is not listed"
+    assert rows["drop, every translation, zh"].mark().startswith("same")
+    assert rows["drop, faithful only, zh"].mark() == "differs", "0.0117 is not 0.0116"
+    assert rows["reduction, interval low"].mark().startswith("within Monte Carlo error")
+    assert (rows["pairs, every translation"].ours, rows["pairs, faithful only"].ours) == (3610, 2000)
+    assert paper.faithful_rows(review, faithful.iloc[:0], 5_000) == [], "without a similarity table, nothing"

@@ -279,7 +279,7 @@ def test_released_file_urls_are_pinned():
     files = {f.name: f for f in release_files.released_files()}
     # per model: item scores, noise floor, LLM rewordings; the label fix; three inputs; the items and their
     # rewordings; ten result files
-    assert len(files) == 3 * len(release_files.RELEASED_MODELS) + 1 + 3 + 2 + 11
+    assert len(files) == 3 * len(release_files.RELEASED_MODELS) + 1 + 3 + 2 + 12
     assert files["prompts.json"].url.endswith("2cef8ea47da434c6583f6799b6f45965ef9a123a/MultilingualBiasAudit/"
                                               "data/prompts.json")
     assert files["noise_floor_paraphrases.json"].commit == "d08d460e547d712c05986b4cace52d868e35705a"

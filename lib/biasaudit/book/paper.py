@@ -420,3 +420,31 @@ def dimension_rows(results: dict, table: pd.DataFrame, n_bootstrap: int) -> list
                  Compared("all dimensions: reversed share", fate["reversed"], float(by.loc["all", "reversal_share"]),
                           3)]
     return rows
+
+
+def faithful_rows(review: dict, faithful: pd.DataFrame, n_bootstrap: int) -> list[Compared]:
+    """Chapter 16 (the paper's Table 6): per language the drop with every translation and with faithful ones
+    only; over the languages (equal weight) both drops and the reduction with its interval; the pairs kept.
+
+    `review`: review2_checks.json; `faithful`: `analyses.faithful_only` (empty without a similarity table)."""
+    paper, by = review.get("faithful"), faithful.set_index("language")
+    if not paper or "mean" not in by.index:
+        return []
+    rows = []
+    for code in paper.get("drop_all_by_lang", {}):
+        language = "zh" if code == "zh-CN" else code
+        if language in by.index:
+            rows += [Compared(f"drop, every translation, {language}", paper["drop_all_by_lang"][code],
+                              float(by.loc[language, "drop_all"]), 4),
+                     Compared(f"drop, faithful only, {language}", paper["drop_faithful_by_lang"][code],
+                              float(by.loc[language, "drop_faithful"]), 4)]
+    mean, languages = by.loc["mean"], by.drop(index="mean")
+    rows += [Compared("drop, every translation, mean of the languages", paper["ew_all"], float(mean["drop_all"]), 4),
+             Compared("drop, faithful only, mean of the languages", paper["ew_faithful"],
+                      float(mean["drop_faithful"]), 4),
+             Compared("reduction", paper["reduction"], float(mean["reduction"]), 4)]
+    rows += _interval_rows("reduction", tuple(paper["reduction_ci"]), (mean["reduction_low"], mean["reduction_high"]),
+                           n_bootstrap, 4)
+    rows += [Compared("pairs, every translation", paper["pairs_all"], int(languages["n_all"].sum()), 0),
+             Compared("pairs, faithful only", paper["pairs_faithful"], int(languages["n_faithful"].sum()), 0)]
+    return rows

@@ -88,6 +88,7 @@ PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
     ("review3_checks.json", "results/reanalysis/review3_checks.json", "c4342a8a473c73b9f48eaf1fae2cef7ac435bb6b"),
     ("association_and_dimensions.json", "results/reanalysis/association_and_dimensions.json",
      "15ba4228060bcf9aee5f95e98437bed3ebc09af5"),
+    ("review2_checks.json", "results/reanalysis/review2_checks.json", "1ae703013a4b854d9aa0f478dc7ac5e9b32ba584"),
 )
 
 

@@ -222,7 +222,7 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
     """The release's other files, in their formats, with made-up content: token counts, the translation
     checks, the LLM rewordings' scores and the paper's summary numbers (paper_numbers.json,
     robustness_checks.json, bootstrap_dfg_minus_floor.csv, review3_checks.json, translation_quality.json,
-    association_and_dimensions.json), so
+    association_and_dimensions.json, review2_checks.json), so
     that every reader and every comparison on the released pages runs."""
     versions = [(base, language) for base, _ in bases for language in RELEASE_LANGUAGES]
     counts = [{"model": model, "prompt_id": f"{base}_{language}", "n_stereotype": int(rng.integers(3, 15)),
@@ -266,6 +266,11 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
                                                                                                "lost")}},
         "item_level": {subset: dict.fromkeys(languages, tested) for subset in ("all", "preserved", "not_lost")},
         "association": {"preserved": {"pooled": carried, **dict.fromkeys(languages, carried)}}}, indent=1),
+        encoding="utf-8")
+    (target / "review2_checks.json").write_text(json.dumps({"faithful": {
+        "drop_all_by_lang": dict.fromkeys(languages, 0.02), "drop_faithful_by_lang": dict.fromkeys(languages, 0.015),
+        "ew_all": 0.02, "ew_faithful": 0.015, "reduction": 0.005, "reduction_ci": [-0.002, 0.011], "share": 0.25,
+        "pairs_all": 2000, "pairs_faithful": 1300, "slope_all": 0.26, "slope_faithful": 0.29}}, indent=1),
         encoding="utf-8")
     (target / "association_and_dimensions.json").write_text(json.dumps({
         "association": {"translated_all": carried, "reworded_all": carried,

@@ -130,8 +130,9 @@ def report(params: RunParams) -> Report:
         quality = paper.read_json(folder, "translation_quality.json")
         out.figures["paper"] = paper.block(
             paper.judgment_rows(quality, judgments)
-            + paper.item_level_rows(quality, tests, params.n_permutations, params.n_bootstrap),
-            "translation_quality.json")
+            + paper.item_level_rows(quality, tests, params.n_permutations, params.n_bootstrap)
+            + paper.faithful_rows(paper.read_json(folder, "review2_checks.json"), faithful, params.n_bootstrap),
+            "translation_quality.json, review2_checks.json")
     else:
         out.figures["paper"] = None
     out.add_table("faithful", faithful.assign(**{
