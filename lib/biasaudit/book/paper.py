@@ -347,10 +347,10 @@ def item_level_rows(quality: dict, tests: pd.DataFrame, n_permutations: int, n_b
                 continue
             mine, name = by.loc[(subset, language)], f"{subset}, {language}"
             rows += [Compared(f"{name}: items", theirs["items"], int(mine["n_items"]), 0),
-                     Compared(f"{name}: drop", theirs["drop"], float(mine["translation_drop"]), 4),
-                     Compared(f"{name}: beyond rewording", theirs["beyond"], float(mine["excess_drop"]), 4)]
+                     Compared(f"{name}: drop", theirs["drop"], float(mine["translation_drop"]), 3),
+                     Compared(f"{name}: beyond rewording", theirs["beyond"], float(mine["excess_drop"]), 3)]
             rows += _interval_rows(f"{name}: beyond rewording", (theirs["lo"], theirs["hi"]),
-                                   (mine["low"], mine["high"]), n_bootstrap, 4)
+                                   (mine["low"], mine["high"]), n_bootstrap, 3)
             se = p_value_se(theirs["p"], n_permutations)
             rows += [Compared(f"{name}: p", theirs["p"], float(mine["p"]), 3, mc_se=se),
                      Compared(f"{name}: q", theirs["q"], float(mine["q"]), 3,
@@ -373,8 +373,9 @@ def _association_key(name: str) -> tuple[str, str] | None:
 
 
 def association_rows(association: dict, table: pd.DataFrame, n_bootstrap: int, *, subset: str = "") -> list[Compared]:
-    """Chapter 13 (the paper's Table 12): per language and route, and pooled, the items, r with its interval
-    and the SD ratio (the slope is `carry_rows`'); for a `subset` (e.g. "contrast preserved") the slope too.
+    """Chapter 13 (the paper's Table 12): per language and route, and pooled, the items, r with its interval,
+    the SD ratio and the slope's interval (the slope itself is `carry_rows`'; for a `subset`, e.g. "contrast
+    preserved", it is listed here).
 
     `association`: association_and_dimensions.json's `association`, or translation_quality.json's
     `association[<subset>]` (keys `pooled` and language codes); `table`: `analyses.carry_over_table`."""
@@ -392,6 +393,8 @@ def association_rows(association: dict, table: pd.DataFrame, n_bootstrap: int, *
         rows.append(Compared(f"{label}: SD ratio", theirs["sd_ratio"], float(mine["sd_ratio"]), 2))
         if subset:
             rows.append(Compared(f"{label}: slope", theirs["slope"], float(mine["slope"]), 2))
+        rows += _interval_rows(f"{label}: slope", (theirs["slope_lo"], theirs["slope_hi"]),
+                               (mine["slope_low"], mine["slope_high"]), n_bootstrap, 2)
     return rows
 
 
@@ -408,17 +411,17 @@ def dimension_rows(results: dict, table: pd.DataFrame, n_bootstrap: int) -> list
             continue
         mine = by.loc[dimension]
         rows += [Compared(f"{dimension}: items", theirs["items"], int(mine["n_items"]), 0),
-                 Compared(f"{dimension}: drop", theirs["drop"], float(mine["drop"]), 4)]
+                 Compared(f"{dimension}: drop", theirs["drop"], float(mine["drop"]), 3)]
         rows += _interval_rows(f"{dimension}: drop", (theirs["lo"], theirs["hi"]),
-                               (mine["drop_low"], mine["drop_high"]), n_bootstrap, 4)
+                               (mine["drop_low"], mine["drop_high"]), n_bootstrap, 3)
         rows += [Compared(f"{dimension}: r, translation", theirs["r_tr"], float(mine["r_translation"]), 2),
                  Compared(f"{dimension}: r, rewording", theirs["r_rw"], float(mine["r_rewording"]), 2),
-                 Compared(f"{dimension}: reversed share", theirs["reversed"], float(mine["reversal_share"]), 3)]
+                 Compared(f"{dimension}: reversed share", theirs["reversed"], float(mine["reversal_share"]), 2)]
     fate = results.get("fate", {}).get("translated")
     if fate and "all" in by.index:
         rows += [Compared("all dimensions: leaning pairs", fate["n"], int(by.loc["all", "n_leaning"]), 0),
                  Compared("all dimensions: reversed share", fate["reversed"], float(by.loc["all", "reversal_share"]),
-                          3)]
+                          2)]
     return rows
 
 
@@ -435,16 +438,16 @@ def faithful_rows(review: dict, faithful: pd.DataFrame, n_bootstrap: int) -> lis
         language = "zh" if code == "zh-CN" else code
         if language in by.index:
             rows += [Compared(f"drop, every translation, {language}", paper["drop_all_by_lang"][code],
-                              float(by.loc[language, "drop_all"]), 4),
+                              float(by.loc[language, "drop_all"]), 3),
                      Compared(f"drop, faithful only, {language}", paper["drop_faithful_by_lang"][code],
-                              float(by.loc[language, "drop_faithful"]), 4)]
+                              float(by.loc[language, "drop_faithful"]), 3)]
     mean, languages = by.loc["mean"], by.drop(index="mean")
-    rows += [Compared("drop, every translation, mean of the languages", paper["ew_all"], float(mean["drop_all"]), 4),
+    rows += [Compared("drop, every translation, mean of the languages", paper["ew_all"], float(mean["drop_all"]), 3),
              Compared("drop, faithful only, mean of the languages", paper["ew_faithful"],
-                      float(mean["drop_faithful"]), 4),
-             Compared("reduction", paper["reduction"], float(mean["reduction"]), 4)]
+                      float(mean["drop_faithful"]), 3),
+             Compared("reduction", paper["reduction"], float(mean["reduction"]), 3)]
     rows += _interval_rows("reduction", tuple(paper["reduction_ci"]), (mean["reduction_low"], mean["reduction_high"]),
-                           n_bootstrap, 4)
+                           n_bootstrap, 3)
     rows += [Compared("pairs, every translation", paper["pairs_all"], int(languages["n_all"].sum()), 0),
              Compared("pairs, faithful only", paper["pairs_faithful"], int(languages["n_faithful"].sum()), 0)]
     return rows

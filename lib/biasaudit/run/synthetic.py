@@ -260,7 +260,8 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
     made_up = {lang: {kind: int((judgment[[lg == lang for _, lg in translated]] == kind).sum())
                       for kind in ("preserved", "partly", "lost")} for lang in languages}
     tested = {"items": 30, "drop": 0.02, "beyond": 0.02, "lo": 0.005, "hi": 0.035, "p": 0.01, "q": 0.02}
-    carried = {"r": 0.25, "r_lo": 0.2, "r_hi": 0.3, "sd_ratio": 1.1, "slope": 0.28, "n_items": 30, "n_pairs": 300}
+    carried = {"r": 0.25, "r_lo": 0.2, "r_hi": 0.3, "sd_ratio": 1.1, "slope": 0.28, "slope_lo": 0.22, "slope_hi": 0.34,
+               "n_items": 30, "n_pairs": 300}
     (target / "translation_quality.json").write_text(json.dumps({"judgments": {
         "by_lang": made_up, "total": {kind: sum(c[kind] for c in made_up.values()) for kind in ("preserved", "partly",
                                                                                                "lost")}},
