@@ -246,3 +246,22 @@ def test_chapter_16_sets_the_faithful_only_drops_beside_table_6():
     assert rows["drop, every translation, mean of the languages"].mark() == "differs", "0.0209 prints 0.021, 0.0216 0.022"
     assert (rows["pairs, every translation"].ours, rows["pairs, faithful only"].ours) == (3610, 2000)
     assert paper.faithful_rows(review, faithful.iloc[:0], 5_000) == [], "without a similarity table, nothing"
+
+
+def test_chapter_11_sets_the_share_of_fields_returned_unchanged_beside_table_3():
+    numbers = {"fidelity": {"share_identical_by_pivot": {"de": 0.2772, "fi": 0.1602, "ja": 0.0893}}}
+    floor = pd.DataFrame({"via": ["de"], "floor": [0.002], "reliable_cells": [0]})
+    same = pd.DataFrame({"pivot": ["de", "fi"], "n_fields": [3258, 3258], "share_unchanged": [0.2801, 0.1702]})
+    rows = {r.quantity: r for r in paper.floor_rows(numbers, floor, None, same)}
+    # printed as whole percents: 28% and 28%, 16% and 17%; ja has no count here
+    assert rows["fields returned unchanged, via de (the paper's count)"].mark().startswith("same")
+    assert rows["fields returned unchanged, via fi (the paper's count)"].mark() == "differs"
+    assert len(rows) == 2 and paper.floor_rows(numbers, floor, None) == []
+
+
+def test_a_long_comparison_is_folded_under_its_summary():
+    short = paper.block([paper.Compared("a", 1.0, 1.0, 2)], "x.json").data
+    long = paper.block([paper.Compared(f"n{i}", 1.0, 1.0, 2) for i in range(paper.FOLD_ROWS + 1)], "x.json").data
+    assert "<details>" not in short and "of 1, 1 the same" in short
+    assert f"<details><summary>All {paper.FOLD_ROWS + 1} numbers, one per row</summary>" in long
+    assert long.index("The paper beside this run") < long.index("<details>"), "the summary stays in view"

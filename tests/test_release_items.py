@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from biasaudit.data.release_files import ReleasedDataError
-from biasaudit.data.release_items import paper_form, paper_items
+from biasaudit.data.release_items import paper_form, paper_items, rewording_sameness
 from biasaudit.data.released import load_released, released_models_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "paper"
@@ -86,3 +86,12 @@ def test_the_papers_items_as_built_here_are_its_versions(mirror):
     differ = [i for i, context in zip(released["item_id"], released["context"])
               if not _same_text(context, bank.loc[i, "context"])]
     assert not differ, differ[:5]
+
+
+def test_the_papers_same_column_counts_three_fields_as_stored_over_every_rewording():
+    """Table 3's "Same", worked by hand on the fixture: via de, three English prompts are reworded (bbq_Age_901
+    too, which the label fix drops: the paper's count keeps it); of their 9 fields, bbq_Age_901's two options came
+    back unchanged (its third option, unchanged too, is not counted): 2/9. Via ja, gp_901's 3 fields all changed."""
+    same = rewording_sameness(FIXTURES / "prompts.json", FIXTURES / "noise_floor_paraphrases.json")
+    assert same.set_index("pivot").to_dict("index") == {"de": {"n_fields": 9, "share_unchanged": pytest.approx(2 / 9)},
+                                                        "ja": {"n_fields": 3, "share_unchanged": 0.0}}

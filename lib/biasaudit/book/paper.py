@@ -21,6 +21,7 @@ from IPython.display import HTML
 from scipy.stats import norm
 
 from biasaudit.book.report import TableStyle, readable
+from biasaudit.data import release_items
 from biasaudit.data.release_files import RELEASED_MODELS, release_file
 from biasaudit.data.released import resolve_released_source
 from biasaudit.run.params import RunParams
@@ -78,6 +79,12 @@ def read_csv(folder: Path, name: str) -> pd.DataFrame:
     """A result table of the release (empty where the folder lacks it: older downloads)."""
     path = release_file(folder, name)
     return pd.read_csv(path) if path is not None else pd.DataFrame({"model": []})
+
+
+def rewording_sameness(folder: Path) -> pd.DataFrame | None:
+    """The paper's count of fields its rewordings returned unchanged, where the folder holds the texts."""
+    prompts, rewordings = release_file(folder, "prompts.json"), release_file(folder, "noise_floor_paraphrases.json")
+    return None if prompts is None or rewordings is None else release_items.rewording_sameness(prompts, rewordings)
 
 
 def summary_text(table: pd.DataFrame) -> str:
@@ -224,6 +231,10 @@ def judgment_rows(quality: dict, judgments: pd.DataFrame | None) -> list[Compare
     return rows
 
 
+# More rows than this, and the comparison's table is folded under its summary sentence.
+FOLD_ROWS = 40
+
+
 def block(rows: list[Compared], what: str):
     """The comparison as the page shows it (a sentence and the table), or None where there is none."""
     if not rows:
@@ -231,18 +242,29 @@ def block(rows: list[Compared], what: str):
     table = beside(rows)
     intro = (f"<p><strong>The paper beside this run.</strong> {html.escape(summary_text(table))} The paper's values "
              f"come from its own result files ({html.escape(what)}), at the precision it prints them.</p>")
-    return HTML(intro + readable(table, STYLE).to_html())
+    shown = readable(table, STYLE).to_html()
+    if len(table) > FOLD_ROWS:  # a long list stays out of the reader's way until asked for
+        shown = f"<details><summary>All {len(table)} numbers, one per row</summary>{shown}</details>"
+    return HTML(intro + shown)
+
 
 
 def _code(language: str) -> str:
     return PAPER_CODE.get(language, language)
 
 
-def floor_rows(numbers: dict, floor: pd.DataFrame, llm: dict | None) -> list[Compared]:
+def floor_rows(numbers: dict, floor: pd.DataFrame, llm: dict | None,
+               same: pd.DataFrame | None = None) -> list[Compared]:
     """Chapter 11 (the paper's Table 3): the floor over all routes and per route, the reliable rewording
-    cells, and the LLM rewordings' row."""
+    cells, the LLM rewordings' row, and per route the share of fields returned unchanged (its "Same";
+    `same`: `data.release_items.rewording_sameness`, where the rewording texts are at hand)."""
     paper, by = numbers.get("floor", {}), floor.set_index("via")
     rows = []
+    identical = numbers.get("fidelity", {}).get("share_identical_by_pivot", {})
+    if same is not None:
+        mine = same.set_index("pivot")["share_unchanged"]
+        rows += [Compared(f"fields returned unchanged, via {pivot} (the paper's count)", value, float(mine[pivot]), 2)
+                 for pivot, value in identical.items() if pivot in mine.index]
     if "all routes" in by.index and paper:
         rows += [Compared("noise floor, all routes (median of the models' floors)", paper["median_floor"],
                           float(by.loc["all routes", "floor"]), 4),

@@ -112,6 +112,38 @@ def read_paper_rewordings(path: str | Path, originals: pd.DataFrame, label_fix: 
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)
 
 
+# The fields the paper's Table 3 counts as returned unchanged (its column "Same"), as its files name them.
+SAME_FIELDS: tuple[str, ...] = ("context", "stereotype", "anti_stereotype")
+
+
+def rewording_sameness(prompts: str | Path, paraphrases: str | Path) -> pd.DataFrame:
+    """The paper's "Same" of Table 3 from its own files: per route, the share of the fields context,
+    stereotype and anti-stereotype that a rewording returned unchanged (texts compared as stored, spaces at
+    the ends stripped; no other normalisation), over every rewording of an English layer-A prompt.
+
+    The label fix is not applied: it only swaps the two options, which changes no share, and the items it
+    drops keep their rewordings in the paper's count. (The book's own count, `analyses.unchanged_fields`,
+    also counts the third option and compares normalised texts.) Columns: pivot, n_fields, share_unchanged."""
+    prompts, paraphrases = Path(prompts), Path(paraphrases)
+    english = {str(r.get("id")): r for r in read_release_json(prompts, list, "a list of item versions")
+               if r.get("language") == "en" and r.get("layer") == "A"}
+    rows = []
+    for seed, variants in read_release_json(paraphrases, dict, "an object of seed -> rewordings").items():
+        for prompt_id, version in variants.items():
+            original = english.get(str(prompt_id))
+            if original is None:
+                continue
+            for field in SAME_FIELDS:
+                if not isinstance(version.get(field), str) or not isinstance(original.get(field), str):
+                    raise ReleasedDataError(f"{paraphrases}: seed {seed}, {prompt_id!r}, field {field!r}: no text "
+                                            "here or in prompts.json")
+                rows.append({"pivot": version.get("pivot"),
+                             "unchanged": version[field].strip() == original[field].strip()})
+    table = pd.DataFrame(rows, columns=["pivot", "unchanged"])
+    return (table.groupby("pivot", as_index=False).agg(n_fields=("unchanged", "size"),
+                                                       share_unchanged=("unchanged", "mean")))
+
+
 def paper_items(prompts: str | Path, label_fix: str | Path, rewordings: str | Path | None = None
                 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(items, collapsed): the paper's item versions, with its English rewordings where their file is given,

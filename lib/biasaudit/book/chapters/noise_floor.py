@@ -86,7 +86,8 @@ def report(params: RunParams) -> Report:
     llm = separate_rewordings(study.scores, pipeline.read_llm_rewordings(params), study.options)
     out.values["floor_against_noise"] += llm_text(llm)
     folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
-    out.figures["paper"] = paper.block(paper.floor_rows(paper.read_json(folder, "paper_numbers.json"), floor, llm),
+    out.figures["paper"] = paper.block(paper.floor_rows(paper.read_json(folder, "paper_numbers.json"), floor, llm,
+                                                        paper.rewording_sameness(folder)),
                                        "paper_numbers.json") if folder else None
     out.figures["floor"] = charts.floor_bars(floor)
     out.figures["heatmap"] = charts.drop_heatmap(cells, group="via",
