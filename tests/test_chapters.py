@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from biasaudit import analyses
 from biasaudit.book.chapters import (
     agreement,
     carry_over,
@@ -81,13 +82,38 @@ def test_faithful_subsets_that_are_left_out_are_named():
 
 def test_within_language_carry_over_is_said_only_where_the_run_has_it():
     table = pd.DataFrame({"change": ["rewording"], "group": ["human-1"], "slope": [0.6]})
-    assert carry_over.within_language_text(table, table.iloc[0]).startswith("This run has no rewordings of translated")
+    none = analyses.within_language_same_items(pd.DataFrame(columns=["change", "group", "base_id"]))
+    assert carry_over.within_language_text(table, table.iloc[0], none).startswith(
+        "This run has no rewordings of translated")
     within = pd.DataFrame({"change": ["within-language rewording"] * 3, "group": ["es", "hi", "all"],
                            "slope": [0.5, 0.3, 0.4], "slope_low": [0.1] * 3, "slope_high": [0.7] * 3,
                            "r": [0.5] * 3, "same_choice": [0.75] * 3})
-    text = carry_over.within_language_text(pd.concat([table, within]), table.iloc[0])
-    assert text.startswith("This run has rewordings within es, hi. Rewording within a language keeps a slope of 0.40")
+    text = carry_over.within_language_text(pd.concat([table, within]), table.iloc[0], none)
+    assert text.startswith("This run has rewordings within Spanish (es) and Hindi (hi). Rewording within a language "
+                           "keeps a slope of 0.40")
     assert text.endswith("against 0.60 for rewording English.")
+    same = pd.DataFrame({"language": ["hi"], "n_items": [129], "slope_within": [0.83], "slope_translation": [0.16],
+                         "slope_rewording": [0.69]})
+    assert carry_over.within_language_text(pd.concat([table, within]), table.iloc[0], same).endswith(
+        "On the same items, the slopes are: Hindi (hi), 129 items: 0.83 reworded within the language, 0.16 translated "
+        "from English, 0.69 reworded in English.")
+
+
+def test_the_same_items_carry_over_by_hand():
+    """Hindi items a and b reworded within Hindi: (0.45, 0.55), (0.65, 0.75), slope 1; translated from English on the
+    same items (c, not reworded in Hindi, left out): (0.5, 0.45), (0.7, 0.55), slope 0.5; reworded in English:
+    (0.5, 0.52), (0.7, 0.67), slope 0.75."""
+    rows = [("within-language rewording", "hi", "a", 0.45, 0.55), ("within-language rewording", "hi", "b", 0.65, 0.75),
+            ("translation", "hi", "a", 0.5, 0.45), ("translation", "hi", "b", 0.7, 0.55),
+            ("translation", "hi", "c", 0.9, 0.1), ("translation", "es", "a", 0.5, 0.9),
+            ("rewording", "de", "a", 0.5, 0.52), ("rewording", "de", "b", 0.7, 0.67)]
+    pairs = pd.DataFrame(rows, columns=["change", "group", "base_id", "before", "after"]).assign(model="m")
+    pairs["binary_before"], pairs["binary_after"] = pairs["before"] > 0.5, pairs["after"] > 0.5
+    same = analyses.within_language_same_items(pairs).set_index("language").loc["hi"]
+    assert (same["n_items"], same["n_pairs"]) == (2, 2)
+    assert same[["slope_within", "r_within", "slope_translation", "slope_rewording"]].tolist() == pytest.approx(
+        [1.0, 1.0, 0.5, 0.75])
+    assert same["same_choice_within"] == 0.5, "a crosses 0.5 (0.45 -> 0.55); b stays above it"
 
 
 def test_case_study_sentences():

@@ -265,3 +265,19 @@ def test_a_long_comparison_is_folded_under_its_summary():
     assert "<details>" not in short and "of 1, 1 the same" in short
     assert f"<details><summary>All {paper.FOLD_ROWS + 1} numbers, one per row</summary>" in long
     assert long.index("The paper beside this run") < long.index("<details>"), "the summary stays in view"
+
+
+def test_chapter_13_sets_the_within_language_rewordings_beside_table_15():
+    review = {"within_language": {"hi": {"pairs": 1290, "items": 129, "slope_within": 0.8350, "agree_within": 0.8287,
+                                         "corr_within": 0.8368, "slope_cross_same_items": 0.1615,
+                                         "slope_en_rewording_same_items": 0.6852},
+                                  "es": {"pairs": 1010, "items": 101, "slope_within": 0.82, "agree_within": 0.81,
+                                         "corr_within": 0.82, "slope_cross_same_items": 0.46,
+                                         "slope_en_rewording_same_items": 0.75}}}
+    same = pd.DataFrame({"language": ["hi"], "n_items": [129], "n_pairs": [1290], "slope_within": [0.8349],
+                         "r_within": [0.8368], "same_choice_within": [0.8287], "slope_translation": [0.1652],
+                         "slope_rewording": [0.6852]})
+    rows = {r.quantity: r for r in paper.within_rows(review, same)}
+    assert len(rows) == 7, "Spanish is not reworded in this run"
+    assert rows["within hi: slope, English to hi, same items"].mark() == "differs", "0.16 against 0.17"
+    assert all(r.mark().startswith("same") for q, r in rows.items() if "English to" not in q)

@@ -98,12 +98,31 @@ def test_noise_floor_rows_become_rewordings(released):
     tiny_a = scores.loc[scores["model"] == "tiny-a"]
     # One English original per base (the noise file's copies are checked and dropped).
     assert tiny_a.loc[tiny_a["variant"] == "original", "base_id"].is_unique
-    reworded = tiny_a.loc[tiny_a["variant"] == "rewording"]
+    reworded = tiny_a.loc[(tiny_a["variant"] == "rewording") & (tiny_a["via"] != rel.WITHIN_REWRITER)]
     assert set(reworded["language"]) == {"en"}
     assert reworded.groupby("via").size().to_dict() == {"de": 4, "ja": 3}
     assert "gp_901/en~de-s0" in set(reworded["item_id"])
     assert reworded["category"].notna().all() and set(reworded["source"]) == {"written", "stereoset", "bbq"}
     assert released.english_mismatches.empty and released.score_mismatches.empty
+
+
+def test_within_language_rewordings_become_rewordings_in_their_language(released):
+    """tiny-a_within_language.csv, by hand: its rw_target rows are Spanish rewordings of gp_901, ss_9001 (stored
+    swapped), bbq_Age_901 (dropped with its item) and bbq_Age_900; its nocontext row is not read."""
+    within = released.scores.loc[released.scores["via"] == rel.WITHIN_REWRITER].set_index("item_id")
+    assert sorted(within.index) == ["bbq_Age_900/es~aya-expanse-32b", "gp_901/es~aya-expanse-32b",
+                                    "ss_9001/es~aya-expanse-32b"]
+    assert set(within["variant"]) == {"rewording"} and set(within["model"]) == {"tiny-a"}
+    swapped = within.loc["ss_9001/es~aya-expanse-32b"]
+    assert (swapped["lp_mean_stereotyped"], swapped["lp_mean_anti_stereotyped"]) == (-2.1, -2.6)
+    assert within["stereotyped"].isna().all(), "its own texts are not in prompts.json: none shown"
+    # Within-language carry-over pairs each with its Spanish translation: gp_901 0.574443 -> sigmoid(0.6), ss_9001
+    # (translation swapped too: -2.4 against -2.2) sigmoid(-0.2) -> sigmoid(0.5); bbq_Age_900's translation collapsed.
+    pairs = analyses.carry_over_pairs(released.scores)
+    pairs = pairs.loc[pairs["change"] == "within-language rewording"].set_index("base_id")
+    assert sorted(pairs.index) == ["gp_901", "ss_9001"]
+    assert pairs.loc["gp_901", "before"] == pytest.approx(0.574443, abs=1e-6)
+    assert pairs.loc["ss_9001", ["before", "after"]].tolist() == pytest.approx([0.450166, 0.622459], abs=1e-6)
 
 
 def test_layer_b_only_on_request():
@@ -121,7 +140,7 @@ def test_models_filter_and_single_file():
     assert set(one_file["model"]) == {"tiny-b"}, "another model's noise file does not come along"
     pd.testing.assert_frame_equal(one_file, only_b)
     with_noise = rel.read_released(FIXTURES / "tiny-a_checkpoint.csv")
-    assert set(with_noise["via"]) == {"human", "released", "de", "ja"}
+    assert set(with_noise["via"]) == {"human", "released", "de", "ja", rel.WITHIN_REWRITER}
 
 
 def _copy_fixtures(tmp_path: Path) -> Path:
@@ -226,6 +245,8 @@ def _serve_fixtures(url: str, timeout: float = 0):
     path = FIXTURES / name
     if not path.exists():  # the paper's items are fixtures of their own
         path = FIXTURES.parent / "paper" / name
+    if not path.exists():  # a model's within-language rewordings are <model>.csv in the repository
+        path = FIXTURES / name.replace(".csv", release_files.WITHIN_LANGUAGE_SUFFIX)
     if not path.exists():
         raise urllib.error.HTTPError(url, 404, "not found", {}, None)
     return _FakeResponse(path.read_bytes())
@@ -241,8 +262,9 @@ def test_fetch_verifies_hashes_and_records_unpinned_ones(tmp_path, monkeypatch):
         release_files.fetch_released(["tiny-a"], folder=folder, with_paper_results=False)
     assert (folder / "tiny-a_checkpoint.csv").read_bytes() == (FIXTURES / "tiny-a_checkpoint.csv").read_bytes()
     first_seen = json.loads((folder / downloads.FIRST_SEEN_HASHES).read_text())
-    # every file without a pinned hash: the model's three, the inputs beside the scores, the paper's items
+    # every file without a pinned hash: the model's four, the inputs beside the scores, the paper's items
     assert set(first_seen) == {"tiny-a_checkpoint.csv", "tiny-a_noise_floor.csv", "tiny-a_noise_floor_llm.csv",
+                               "tiny-a_within_language.csv",
                                "validation_results.json", "contrast_judgment_full.csv", "token_counts.csv",
                                "prompts.json", "noise_floor_paraphrases.json"}
     # A second fetch finds everything verified and downloads nothing.
@@ -277,9 +299,14 @@ def test_offline_download_says_what_to_fetch_and_where(tmp_path, monkeypatch):
 
 def test_released_file_urls_are_pinned():
     files = {f.name: f for f in release_files.released_files()}
-    # per model: item scores, noise floor, LLM rewordings; the label fix; three inputs; the items and their
-    # rewordings; ten result files
-    assert len(files) == 3 * len(release_files.RELEASED_MODELS) + 1 + 3 + 2 + 12
+    # per model: item scores, noise floor, LLM rewordings, within-language rewordings; the label fix; three
+    # inputs; the items and their rewordings; thirteen result files
+    assert len(files) == 4 * len(release_files.RELEASED_MODELS) + 1 + 3 + 2 + 13
+    # the within-language rewordings of three models are in one folder of the repository, the other seven's in another
+    assert files["llama3.1-8b_within_language.csv"].url.endswith(
+        "15ba4228060bcf9aee5f95e98437bed3ebc09af5/MultilingualBiasAudit/results/v2/within_language_runs/llama3.1-8b.csv")
+    assert files["solar-10.7b_within_language.csv"].url.endswith(
+        "509680d7b5b59ea07d32422df5e6551d1f041872/MultilingualBiasAudit/results/v2/review_runs/solar-10.7b.csv")
     assert files["prompts.json"].url.endswith("2cef8ea47da434c6583f6799b6f45965ef9a123a/MultilingualBiasAudit/"
                                               "data/prompts.json")
     assert files["noise_floor_paraphrases.json"].commit == "d08d460e547d712c05986b4cace52d868e35705a"

@@ -41,6 +41,7 @@ from biasaudit.analyses.carry_over import (
     carry_over_table,
     carry_point,
     translations_kept,
+    within_language_same_items,
 )
 from biasaudit.analyses.case_study import case_study, pick_case
 from biasaudit.analyses.detection import detection_power, language_detection, paper_spike_in
@@ -85,7 +86,7 @@ __all__ = [
     "CELL_COLUMNS", "CHANGES", "CONTRAST_SUBSETS", "ERROR_FLAGS", "ITEM_KEYS", "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording",
     "ScoresError", "by_dimension", "by_source", "carry_over_pairs", "check_scores", "carry_over_table", "carry_point", "case_study", "cell_tests",
     "cells_from_pairs", "detection_power", "language_detection", "paper_spike_in", "english_rewording_pairs", "error_example", "error_settings",
-    "faithful_only", "floor_cells", "has_aggregate", "judged_versions", "translations_kept", "item_scores", "label_errors", "language_drops",
+    "faithful_only", "floor_cells", "has_aggregate", "judged_versions", "translations_kept", "within_language_same_items", "item_scores", "label_errors", "language_drops",
     "model_agreement", "model_drop_table", "model_floors", "model_gaps", "model_language_drops", "noise_floor",
     "option_logprobs",
     "paired_with_english", "pick_case", "released_label_settings", "score_summary", "setting_name",

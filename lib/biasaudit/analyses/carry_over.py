@@ -57,6 +57,29 @@ def translations_kept(pairs: pd.DataFrame, kept: pd.DataFrame) -> pd.DataFrame:
     return translation.merge(kept[["base_id", "language"]].drop_duplicates(), on=["base_id", "language"])
 
 
+def within_language_same_items(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per language with rewordings within it, three changes on the same items (those reworded there): the
+    rewording within the language (before: the translation), the translation from English, and the English
+    rewordings (every route pooled), so that their carry-over compares item for item (the paper's Table 15).
+
+    `pairs`: `carry_over_pairs`. Columns: language, n_items, n_pairs, slope_within, r_within, same_choice_within,
+    slope_translation, slope_rewording (the paper's fit: every model × item pair pooled)."""
+    within = pairs.loc[pairs["change"] == "within-language rewording"]
+    rows = []
+    for language, chunk in within.groupby("group", sort=True):
+        items = chunk["base_id"].unique()
+        on_items = pairs.loc[pairs["base_id"].isin(items)]
+        inside = carry_point(chunk)
+        rows.append({"language": language, "n_items": len(items), "n_pairs": len(chunk),
+                     "slope_within": inside["slope"], "r_within": inside["r"],
+                     "same_choice_within": inside["same_choice"],
+                     "slope_translation": carry_point(on_items.loc[(on_items["change"] == "translation")
+                                                                   & (on_items["group"] == language)])["slope"],
+                     "slope_rewording": carry_point(on_items.loc[on_items["change"] == "rewording"])["slope"]})
+    return pd.DataFrame(rows, columns=["language", "n_items", "n_pairs", "slope_within", "r_within",
+                                       "same_choice_within", "slope_translation", "slope_rewording"])
+
+
 _CARRY_QUANTITIES = 7  # per model: n, x, y, xx, yy, xy, same choice
 # What `_carry_statistic` returns, in order: the paper's carry-over (every model × item pair pooled as it is),
 # same choice, and the same fit within models (each model's own mean taken out first).

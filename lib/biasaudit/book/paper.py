@@ -22,8 +22,7 @@ from scipy.stats import norm
 
 from biasaudit.book.report import TableStyle, readable
 from biasaudit.data import release_items
-from biasaudit.data.release_files import RELEASED_MODELS, release_file
-from biasaudit.data.released import resolve_released_source
+from biasaudit.data.release_files import RELEASED_MODELS, release_file, resolve_released_source
 from biasaudit.run.params import RunParams
 
 # The paper writes Chinese as zh-CN; this project as zh.
@@ -380,30 +379,32 @@ def item_level_rows(quality: dict, tests: pd.DataFrame, n_permutations: int, n_b
     return rows
 
 
-def _association_key(name: str) -> tuple[str, str] | None:
+def _association_key(name: str, plain: str = "translation") -> tuple[str, str] | None:
     """The carry-over table's (change, group) of a key of the paper's association results (`lang_es`,
-    `pivot_de`, `translated_all`; in a subset's results `es` and `pooled`)."""
+    `pivot_de`, `translated_all`; in a subset's results `es` and `pooled`, a language of change `plain`)."""
     if name in ("translated_all", "pooled"):
         return "translation", "all"
     if name == "reworded_all":
         return "rewording", "all"
-    for prefix, change in (("lang_", "translation"), ("pivot_", "rewording"), ("", "translation")):
+    for prefix, change in (("lang_", "translation"), ("pivot_", "rewording"), ("", plain)):
         code = name.removeprefix(prefix)
         if name.startswith(prefix) and (len(code) == 2 or code == "zh-CN"):
             return change, "zh" if code == "zh-CN" else code
     return None
 
 
-def association_rows(association: dict, table: pd.DataFrame, n_bootstrap: int, *, subset: str = "") -> list[Compared]:
+def association_rows(association: dict, table: pd.DataFrame, n_bootstrap: int, *, subset: str = "",
+                     plain: str = "translation") -> list[Compared]:
     """Chapter 13 (the paper's Table 12): per language and route, and pooled, the items, r with its interval,
     the SD ratio and the slope's interval (the slope itself is `carry_rows`'; for a `subset`, e.g. "contrast
     preserved", it is listed here).
 
     `association`: association_and_dimensions.json's `association`, or translation_quality.json's
-    `association[<subset>]` (keys `pooled` and language codes); `table`: `analyses.carry_over_table`."""
+    `association[<subset>]` (keys `pooled` and language codes, of change `plain`: its `within` results are
+    "within-language rewording"); `table`: `analyses.carry_over_table`."""
     by, rows = table.set_index(["change", "group"]), []
     for name, theirs in association.items():
-        key = _association_key(name)
+        key = _association_key(name, plain)
         if key is None or key not in by.index:
             continue
         mine = by.loc[key]
@@ -417,6 +418,31 @@ def association_rows(association: dict, table: pd.DataFrame, n_bootstrap: int, *
             rows.append(Compared(f"{label}: slope", theirs["slope"], float(mine["slope"]), 2))
         rows += _interval_rows(f"{label}: slope", (theirs["slope_lo"], theirs["slope_hi"]),
                                (mine["slope_low"], mine["slope_high"]), n_bootstrap, 2)
+    return rows
+
+
+def within_rows(review: dict, same_items: pd.DataFrame) -> list[Compared]:
+    """Chapter 13 (the paper's Table 15): per language reworded within itself, on the same items, the items,
+    pairs, slope, r and same choice of the rewording within the language, and the slopes of translating
+    English into it and of rewording English.
+
+    `review`: review_runs.json; `same_items`: `analyses.within_language_same_items`."""
+    by, rows = same_items.set_index("language"), []
+    for language, theirs in review.get("within_language", {}).items():
+        if language not in by.index:
+            continue
+        mine, name = by.loc[language], f"within {language}"
+        rows += [Compared(f"{name}: items", theirs["items"], int(mine["n_items"]), 0),
+                 Compared(f"{name}: pairs", theirs["pairs"], int(mine["n_pairs"]), 0),
+                 Compared(f"{name}: slope, rewording within {language}", theirs["slope_within"],
+                          float(mine["slope_within"]), 2),
+                 Compared(f"{name}: r, rewording within {language}", theirs["corr_within"], float(mine["r_within"]), 2),
+                 Compared(f"{name}: same choice, rewording within {language}", theirs["agree_within"],
+                          float(mine["same_choice_within"]), 2),
+                 Compared(f"{name}: slope, English to {language}, same items", theirs["slope_cross_same_items"],
+                          float(mine["slope_translation"]), 2),
+                 Compared(f"{name}: slope, English reworded, same items", theirs["slope_en_rewording_same_items"],
+                          float(mine["slope_rewording"]), 2)]
     return rows
 
 

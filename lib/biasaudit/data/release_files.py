@@ -89,12 +89,23 @@ PAPER_RESULTS: tuple[tuple[str, str, str], ...] = (
     ("association_and_dimensions.json", "results/reanalysis/association_and_dimensions.json",
      "15ba4228060bcf9aee5f95e98437bed3ebc09af5"),
     ("review2_checks.json", "results/reanalysis/review2_checks.json", "1ae703013a4b854d9aa0f478dc7ac5e9b32ba584"),
+    ("review_runs.json", "results/reanalysis/review_runs.json", "509680d7b5b59ea07d32422df5e6551d1f041872"),
 )
 
 
+# Each model's scores of the within-language rewordings (the paper's Table 15: its Hindi and Spanish translations
+# reworded in the same language; rows with condition "rw_target"), from the paper's later runs: three models'
+# files in results/v2/within_language_runs/ @15ba422, the other seven's in results/v2/review_runs/ @509680d,
+# each named <model>.csv there and <model>_within_language.csv here.
+WITHIN_LANGUAGE_SUFFIX = "_within_language.csv"
+WITHIN_LANGUAGE_RUNS: dict[str, tuple[str, str]] = dict.fromkeys(
+    ("bloomz-7b", "llama3.1-8b", "mistral-7b"), ("within_language_runs", "15ba4228060bcf9aee5f95e98437bed3ebc09af5"))
+REVIEW_RUNS: tuple[str, str] = ("review_runs", "509680d7b5b59ea07d32422df5e6551d1f041872")
+
+
 def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
-    """The files `fetch_released` downloads: per model the item and noise-floor scores and its LLM
-    rewordings' scores, then label_fix.json, the inputs beside the scores (`RELEASE_INPUTS`), the paper's
+    """The files `fetch_released` downloads: per model the item and noise-floor scores, its LLM
+    rewordings' scores and its within-language rewordings' scores, then label_fix.json, the inputs beside the scores (`RELEASE_INPUTS`), the paper's
     items (`PAPER_ITEMS`) and (optionally) the paper's own results (`PAPER_RESULTS`), all at pinned commits."""
     chosen = list(RELEASED_MODELS if models is None else models)
     unknown = [m for m in chosen if m not in RELEASED_MODELS]
@@ -109,6 +120,8 @@ def released_files(models: Iterable[str] | None = None, *, with_paper_results: b
                                    f"{base}results/v2/noise_floor/{model}_noise_floor.csv", RESULTS_COMMIT))
         files.append(released_file(f"{model}_noise_floor_llm.csv",
                                    f"{base}results/v2/noise_floor/{model}_noise_floor_llm.csv", RESULTS_COMMIT))
+        runs, commit = WITHIN_LANGUAGE_RUNS.get(model, REVIEW_RUNS)
+        files.append(released_file(f"{model}{WITHIN_LANGUAGE_SUFFIX}", f"{base}results/v2/{runs}/{model}.csv", commit))
     files.append(released_file("label_fix.json", f"{base}data/label_fix.json", LABEL_FIX_COMMIT))
     files += [released_file(name, base + path, commit) for name, path, commit in (*RELEASE_INPUTS, *PAPER_ITEMS)]
     if with_paper_results:

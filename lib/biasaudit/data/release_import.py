@@ -23,10 +23,10 @@ from typing import Iterable
 
 import pandas as pd
 
-from biasaudit.core.paths import run_dir
+from biasaudit.core.paths import project_path, run_dir
 from biasaudit.core.store import ScoreStore, run_lock, write_atomically
 from biasaudit.data.item_table import ITEM_COLUMNS
-from biasaudit.data.release_files import release_file, resolve_released_source
+from biasaudit.data.release_files import ReleasedDataError, release_file, resolve_released_source
 from biasaudit.data.release_inputs import (
     read_contrast_judgments,
     read_token_counts,
@@ -34,7 +34,18 @@ from biasaudit.data.release_inputs import (
     with_token_counts,
 )
 from biasaudit.data.release_items import read_paper_rewordings
-from biasaudit.data.released import SCORE_COLUMNS, load_released, read_label_fix, read_llm_rewordings
+from biasaudit.data.released import (
+    NOISE_FILE_COLUMNS,
+    SCORE_COLUMNS,
+    apply_label_fix,
+    as_scores,
+    category_lookup,
+    find_release_files,
+    load_released,
+    noise_base_ids,
+    read_label_fix,
+    read_release_csv,
+)
 
 # What the release's own similarity is: the back-translation of each translated context, embedded and set
 # against the English context (the paper's validation step).
@@ -118,3 +129,36 @@ def import_released(
             write_atomically(llm[["model", *ITEM_COLUMNS, *SCORE_COLUMNS]], out / LLM_FILE)
         (out / "released.json").write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     return table
+
+
+def read_llm_rewordings(folder: str | Path, *, models: Iterable[str] | None = None,
+                        fix_labels: bool = True) -> pd.DataFrame:
+    """The release's English items reworded by an LLM (`<model>_noise_floor_llm.csv`: pivot `llm`, seed 3)
+    as rows of the scores table (variant `rewording`, via `llm`, item id `<base>/en~llm-s<seed>`), labels
+    fixed and collapsed pairs set aside; empty where the folder has none. The paper reads them apart from
+    the round trips (its Table 3's LLM row): never a route of the noise floor."""
+    folder = project_path(folder)
+    folder = folder if folder.is_dir() else folder.parent
+    roots = [folder, folder / "noise_floor", folder / "results" / "v2" / "noise_floor",
+             folder / "MultilingualBiasAudit" / "results" / "v2" / "noise_floor"]
+    files = sorted({p for root in roots for p in root.glob("*_noise_floor_llm.csv")})
+    if models is not None:
+        files = [p for p in files if p.name.split("_noise_floor")[0] in set(models)]
+    if not files:
+        return pd.DataFrame(columns=["model", *ITEM_COLUMNS, *SCORE_COLUMNS])
+    raw = pd.concat([read_release_csv(p, NOISE_FILE_COLUMNS) for p in files], ignore_index=True)
+    base = noise_base_ids(raw["prompt_id"])
+    if fix_labels:
+        _, _, fix_path, _ = find_release_files(folder, None)
+        if fix_path is None:
+            raise ReleasedDataError(f"{folder}: the LLM rewordings need label_fix.json beside them")
+        raw, _ = apply_label_fix(raw, read_label_fix(fix_path), base)
+        base = noise_base_ids(raw["prompt_id"])
+    raw = raw.assign(category=category_lookup(raw, base, pd.DataFrame(columns=["base_prompt_id", "category"])),
+                     context=None)
+    seed = pd.to_numeric(raw["seed"], errors="coerce").fillna(-1).astype(int).astype(str)
+    pivot = raw["pivot"].astype(str)
+    rows = as_scores(raw, language=pd.Series("en", index=raw.index), variant=pd.Series("rewording", index=raw.index),
+                      via=pivot, item_id=base + "/en~" + pivot + "-s" + seed, base=base).drop(columns="prompt_id")
+    collapsed = rows["lp_mean_stereotyped"].to_numpy() == rows["lp_mean_anti_stereotyped"].to_numpy()
+    return rows.loc[~collapsed].reset_index(drop=True)

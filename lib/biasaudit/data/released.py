@@ -48,7 +48,14 @@ How the released columns map onto the scores table:
 - The stored `stereotype_score` is checked against sigmoid(lp_s - lp_a) recomputed from the
   stored log-probs; rows that disagree are reported (a warning, and `Released.score_mismatches`).
 - The noise-floor files repeat the English originals (`pivot` none, `seed` -1); they are checked
-  against the item files' English rows and then dropped, so each English original is one row."""
+  against the item files' English rows and then dropped, so each English original is one row.
+- Where a folder also holds a model's within-language rewordings (`<model>_within_language.csv`, or the
+  repository's `results/v2/within_language_runs/<model>.csv` and `review_runs/<model>.csv`), their rows
+  with condition `rw_target` (a Hindi or Spanish translation reworded in the same language by an LLM not
+  audited, Aya-Expanse-32B) become `rewording`/`aya-expanse-32b` in that language, item id
+  `<base_id>/<language>~aya-expanse-32b`, labels fixed like the item files' (the paper scored them from
+  the same prompts.json). Their other rows (`nocontext`: StereoSet sentences scored without their
+  context) are not read."""
 
 from __future__ import annotations
 
@@ -65,16 +72,15 @@ import pandas as pd
 
 from biasaudit.core.paths import project_path
 from biasaudit.data.bbq import DIMENSION_OF_CATEGORY as BBQ_DIMENSIONS
-from biasaudit.data.item_table import ITEM_COLUMNS
 from biasaudit.data.public import DATA_DIR_VARIABLE
 from biasaudit.data.release_files import (
     LABEL_FIX_COMMIT,
     RELEASED_MODELS,
+    WITHIN_LANGUAGE_SUFFIX,
     ReleasedDataError,
     fetch_released,
     released_cache,
     released_file,
-    resolve_released_source,
 )
 from biasaudit.data.stereoset import DIMENSION_OF_BIAS_TYPE as STEREOSET_DIMENSIONS
 
@@ -82,6 +88,12 @@ ITEM_FILE_COLUMNS: tuple[str, ...] = (
     "model", "prompt_id", "base_prompt_id", "language", "category", "layer", "context",
     "logprob_stereotype", "logprob_anti_stereotype", "logprob_unrelated", "stereotype_score",
 )
+WITHIN_FILE_COLUMNS: tuple[str, ...] = (
+    "model", "condition", "prompt_id", "base_prompt_id", "language", "logprob_stereotype", "logprob_anti_stereotype",
+    "logprob_unrelated", "stereotype_score",
+)
+# The rewriter of the paper's within-language rewordings, the `via` of their rows.
+WITHIN_REWRITER = "aya-expanse-32b"
 NOISE_FILE_COLUMNS: tuple[str, ...] = (
     "model", "prompt_id", "seed", "pivot", "logprob_stereotype", "logprob_anti_stereotype",
     "logprob_unrelated", "stereotype_score",
@@ -136,7 +148,7 @@ def released_models_in(folder: str | Path) -> list[str]:
     folder = Path(folder)
     if not folder.is_dir():
         return []
-    item_files, noise_files, label_fix, _ = _find_files(folder, None)
+    item_files, noise_files, label_fix, _ = find_release_files(folder, None)
     if label_fix is None:
         return []
     with_floor = {p.name.split("_noise_floor")[0] for p in noise_files}
@@ -177,7 +189,7 @@ def _model_of(path: Path, suffix: str) -> str:
     return path.name[: -len(suffix)]
 
 
-def _find_files(path: Path, models: list[str] | None) -> tuple[list[Path], list[Path], Path | None, Path | None]:
+def find_release_files(path: Path, models: list[str] | None) -> tuple[list[Path], list[Path], Path | None, Path | None]:
     """(item files, noise-floor files, label_fix.json, prompts.json) under a folder or beside a file.
 
     Accepts the flat layout of the cache and of a data folder's released/ (docs/data.md) and the repository's
@@ -214,7 +226,20 @@ def _find_files(path: Path, models: list[str] | None) -> tuple[list[Path], list[
     return item_files, noise_files, first("label_fix.json"), first("prompts.json")
 
 
-def _read_csv(path: Path, required: Iterable[str]) -> pd.DataFrame:
+def _within_language_files(path: Path, models: list[str] | None) -> list[Path]:
+    """The within-language rewordings' score files under a folder (flat, or in the repository's layout)."""
+    folder = path if path.is_dir() else path.parent
+    found = {p.name[: -len(WITHIN_LANGUAGE_SUFFIX)]: p for p in folder.glob(f"*{WITHIN_LANGUAGE_SUFFIX}")}
+    for root in (folder, folder / "MultilingualBiasAudit"):
+        for runs in ("within_language_runs", "review_runs"):
+            for p in (root / "results" / "v2" / runs).glob("*.csv"):
+                found.setdefault(p.stem, p)
+    if path.is_file():
+        models = [_model_of(path, "_checkpoint.csv")]
+    return [found[m] for m in sorted(found) if models is None or m in models]
+
+
+def read_release_csv(path: Path, required: Iterable[str]) -> pd.DataFrame:
     try:
         table = pd.read_csv(path, dtype={"prompt_id": str, "base_prompt_id": str, "language": str,
                                          "category": str, "layer": str, "pivot": str, "context": str},
@@ -289,7 +314,7 @@ def check_stereotype_scores(raw: pd.DataFrame, tolerance: float = SCORE_TOLERANC
     return out.reset_index(drop=True)
 
 
-def _base_of_noise(prompt_id: pd.Series) -> pd.Series:
+def noise_base_ids(prompt_id: pd.Series) -> pd.Series:
     return prompt_id.str.replace(r"_en$", "", regex=True)
 
 
@@ -318,7 +343,7 @@ def _text_columns(prompts_path: Path | None, mapping: dict | None) -> pd.DataFra
     return pd.DataFrame(records).drop_duplicates("prompt_id")
 
 
-def _to_scores(table: pd.DataFrame, *, language: pd.Series, variant: pd.Series, via: pd.Series,
+def as_scores(table: pd.DataFrame, *, language: pd.Series, variant: pd.Series, via: pd.Series,
                item_id: pd.Series, base: pd.Series) -> pd.DataFrame:
     mapped = table["category"].map(source_dimension_category)
     out = pd.DataFrame({
@@ -362,7 +387,7 @@ def load_released(
     if not path.exists():
         raise ReleasedDataError(f"{path}: no such file or folder of released scores")
     chosen = None if models is None else list(models)
-    item_files, noise_files, fix_path, prompts_path = _find_files(path, chosen)
+    item_files, noise_files, fix_path, prompts_path = find_release_files(path, chosen)
     if label_fix is not None:
         fix_path = project_path(label_fix)
     if not item_files and not noise_files:
@@ -386,7 +411,7 @@ def load_released(
     frames, mismatch_frames = [], []
 
     # ---- layer A and B item files ------------------------------------------------------------
-    items_raw = pd.concat([_read_csv(p, ITEM_FILE_COLUMNS) for p in item_files], ignore_index=True) \
+    items_raw = pd.concat([read_release_csv(p, ITEM_FILE_COLUMNS) for p in item_files], ignore_index=True) \
         if item_files else pd.DataFrame(columns=[*ITEM_FILE_COLUMNS, "_file", "_row"])
     if chosen is not None:
         items_raw = items_raw.loc[items_raw["model"].isin(chosen)]
@@ -408,20 +433,20 @@ def load_released(
     via = pd.Series(np.where(english, "human", np.where(items_raw["layer"] == "B", "native", "released")),
                     index=items_raw.index)
     item_id = items_raw["base_prompt_id"] + "/" + language
-    frames.append(_to_scores(items_raw, language=language, variant=variant, via=via, item_id=item_id,
+    frames.append(as_scores(items_raw, language=language, variant=variant, via=via, item_id=item_id,
                              base=items_raw["base_prompt_id"]))
 
     # ---- noise-floor files: English rewordings by round trip -----------------------------------
     english_mismatches = pd.DataFrame(columns=["model", "base_id", "file", "line"])
     if noise_files:
-        noise_raw = pd.concat([_read_csv(p, NOISE_FILE_COLUMNS) for p in noise_files], ignore_index=True)
+        noise_raw = pd.concat([read_release_csv(p, NOISE_FILE_COLUMNS) for p in noise_files], ignore_index=True)
         if chosen is not None:
             noise_raw = noise_raw.loc[noise_raw["model"].isin(chosen)]
         mismatch_frames.append(check_stereotype_scores(noise_raw))
-        base = _base_of_noise(noise_raw["prompt_id"])
+        base = noise_base_ids(noise_raw["prompt_id"])
         if mapping is not None:
             noise_raw, _ = apply_label_fix(noise_raw, mapping, base)
-            base = _base_of_noise(noise_raw["prompt_id"])
+            base = noise_base_ids(noise_raw["prompt_id"])
         is_original = noise_raw["pivot"].astype(str).eq("none")
         # The originals repeat the item files' English rows: check, then keep one copy.
         originals = noise_raw.loc[is_original]
@@ -441,26 +466,50 @@ def load_released(
         if (~present).any():
             # A model with a noise file but no item file: its originals come from the noise file.
             extra = originals.loc[~present]
-            extra = extra.assign(category=_category_lookup(extra, base, items_raw), context=None)
-            frames.append(_to_scores(extra, language=pd.Series("en", index=extra.index),
+            extra = extra.assign(category=category_lookup(extra, base, items_raw), context=None)
+            frames.append(as_scores(extra, language=pd.Series("en", index=extra.index),
                                      variant=pd.Series("original", index=extra.index),
                                      via=pd.Series("human", index=extra.index),
                                      item_id=base.loc[extra.index] + "/en", base=base.loc[extra.index]))
         reworded = noise_raw.loc[~is_original]
-        reworded = reworded.assign(category=_category_lookup(reworded, base, items_raw), context=None)
+        reworded = reworded.assign(category=category_lookup(reworded, base, items_raw), context=None)
         pivot = reworded["pivot"].astype(str)
         seed = pd.to_numeric(reworded["seed"], errors="coerce").fillna(-1).astype(int).astype(str)
         rb = base.loc[reworded.index]
-        frames.append(_to_scores(reworded, language=pd.Series("en", index=reworded.index),
+        frames.append(as_scores(reworded, language=pd.Series("en", index=reworded.index),
                                  variant=pd.Series("rewording", index=reworded.index), via=pivot,
                                  item_id=rb + "/en~" + pivot + "-s" + seed, base=rb))
+
+    # ---- within-language rewordings (Hindi and Spanish translations reworded in the same language) ----
+    within_files = _within_language_files(path, chosen)
+    summary["within_language_files"] = [p.name for p in within_files]
+    if within_files:
+        within_raw = pd.concat([read_release_csv(p, WITHIN_FILE_COLUMNS) for p in within_files], ignore_index=True)
+        within_raw = within_raw.loc[within_raw["condition"].astype(str).eq("rw_target")]
+        if chosen is not None:
+            within_raw = within_raw.loc[within_raw["model"].isin(chosen)]
+        mismatch_frames.append(check_stereotype_scores(within_raw))
+        if mapping is not None:
+            within_raw, _ = apply_label_fix(within_raw, mapping, within_raw["base_prompt_id"])
+        try:
+            language = within_raw["language"].map(iso_language)
+        except ValueError as err:
+            raise ReleasedDataError(f"{within_files}: {err}") from err
+        wb = within_raw["base_prompt_id"]
+        within_raw = within_raw.assign(category=category_lookup(within_raw, wb, items_raw), context=None)
+        frames.append(as_scores(within_raw, language=language,
+                                 variant=pd.Series("rewording", index=within_raw.index),
+                                 via=pd.Series(WITHIN_REWRITER, index=within_raw.index),
+                                 item_id=wb + "/" + language + "~" + WITHIN_REWRITER, base=wb))
 
     scores = pd.concat(frames, ignore_index=True)
     texts = _text_columns(prompts_path, mapping)
     if texts is not None:
         filled = scores[["prompt_id"]].merge(texts, on="prompt_id", how="left")
+        # a within-language rewording is named by its translation's prompt id: its own texts are not in prompts.json
+        own = scores["via"].eq(WITHIN_REWRITER).to_numpy()
         for column in ("stereotyped", "anti_stereotyped", "third"):
-            scores[column] = filled[column].to_numpy()
+            scores[column] = np.where(own, None, filled[column].to_numpy())
 
     # ---- checks and the collapsed contrasts ----------------------------------------------------
     duplicated = scores.duplicated(["model", "item_id"], keep=False)
@@ -498,7 +547,7 @@ def load_released(
                     english_mismatches=english_mismatches, summary=summary)
 
 
-def _category_lookup(rows: pd.DataFrame, base: pd.Series, items_raw: pd.DataFrame) -> np.ndarray:
+def category_lookup(rows: pd.DataFrame, base: pd.Series, items_raw: pd.DataFrame) -> np.ndarray:
     """The category of noise-floor rows (the noise files carry none), taken from the item files
     by base id, else guessed from the id's prefix (ss_ StereoSet, bbq_<Category>_)."""
     known = items_raw.drop_duplicates("base_prompt_id").set_index("base_prompt_id")["category"]
@@ -513,39 +562,6 @@ def _category_lookup(rows: pd.DataFrame, base: pd.Series, items_raw: pd.DataFram
         return b.rsplit("_", 1)[0]
 
     return np.where(looked_up.isna(), ids.map(guess), looked_up).astype(object)
-
-
-def read_llm_rewordings(folder: str | Path, *, models: Iterable[str] | None = None,
-                        fix_labels: bool = True) -> pd.DataFrame:
-    """The release's English items reworded by an LLM (`<model>_noise_floor_llm.csv`: pivot `llm`, seed 3)
-    as rows of the scores table (variant `rewording`, via `llm`, item id `<base>/en~llm-s<seed>`), labels
-    fixed and collapsed pairs set aside; empty where the folder has none. The paper reads them apart from
-    the round trips (its Table 3's LLM row): never a route of the noise floor."""
-    folder = project_path(folder)
-    folder = folder if folder.is_dir() else folder.parent
-    roots = [folder, folder / "noise_floor", folder / "results" / "v2" / "noise_floor",
-             folder / "MultilingualBiasAudit" / "results" / "v2" / "noise_floor"]
-    files = sorted({p for root in roots for p in root.glob("*_noise_floor_llm.csv")})
-    if models is not None:
-        files = [p for p in files if p.name.split("_noise_floor")[0] in set(models)]
-    if not files:
-        return pd.DataFrame(columns=["model", *ITEM_COLUMNS, *SCORE_COLUMNS])
-    raw = pd.concat([_read_csv(p, NOISE_FILE_COLUMNS) for p in files], ignore_index=True)
-    base = _base_of_noise(raw["prompt_id"])
-    if fix_labels:
-        _, _, fix_path, _ = _find_files(folder, None)
-        if fix_path is None:
-            raise ReleasedDataError(f"{folder}: the LLM rewordings need label_fix.json beside them")
-        raw, _ = apply_label_fix(raw, read_label_fix(fix_path), base)
-        base = _base_of_noise(raw["prompt_id"])
-    raw = raw.assign(category=_category_lookup(raw, base, pd.DataFrame(columns=["base_prompt_id", "category"])),
-                     context=None)
-    seed = pd.to_numeric(raw["seed"], errors="coerce").fillna(-1).astype(int).astype(str)
-    pivot = raw["pivot"].astype(str)
-    rows = _to_scores(raw, language=pd.Series("en", index=raw.index), variant=pd.Series("rewording", index=raw.index),
-                      via=pivot, item_id=base + "/en~" + pivot + "-s" + seed, base=base).drop(columns="prompt_id")
-    collapsed = rows["lp_mean_stereotyped"].to_numpy() == rows["lp_mean_anti_stereotyped"].to_numpy()
-    return rows.loc[~collapsed].reset_index(drop=True)
 
 
 def read_released(

@@ -110,6 +110,8 @@ RELEASE_CATEGORIES: dict[str, tuple[str, int]] = {
     "gender_trait": ("gt", 5), "age_competence": ("ac", 5), "religion": ("re", 5),
 }
 RELEASE_LANGUAGES: tuple[str, ...] = ("en", "es", "fr", "zh-CN", "ar", "ko", "sw", "hi")
+# The languages the paper also reworded within themselves (its Table 15).
+WITHIN_LANGUAGES: tuple[str, ...] = ("hi", "es")
 RELEASE_PIVOTS: dict[str, int] = {"de": 0, "ja": 1, "fi": 2}
 # How far each language's made-up scores lean below English (soft-score units, roughly): three clear
 # shifts and four languages within the rewording scatter, so every verdict has rows to show.
@@ -120,7 +122,7 @@ _MADE_UP_SHIFT: dict[str, float] = {"es": 0.02, "fr": 0.0, "zh-CN": 0.03, "ar": 
 def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fraction: float = 1.0,
                     seed: int = 0) -> list[str]:
     """Write a release in the paper's file layout with made-up numbers and no source files at all: the
-    item and noise-floor files of each of `models`, label_fix.json, made-up texts of every version
+    item, noise-floor and within-language rewording files of each of `models`, label_fix.json, made-up texts of every version
     (prompts.json, noise_floor_paraphrases.json), and the paper's ablation and spike-in tables
     (pipeline_ablation.csv, spike_in_null.csv).
 
@@ -175,6 +177,19 @@ def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fracti
                 contrast = 0.8 * english[i] + draw.normal(0.0, 0.3)
                 noise.append(_made_up_row(draw, model, f"{base}_en", contrast, False, mapping.get(base),
                                           seed=pivot_seed, pivot=pivot))
+        # within-language rewordings of the Hindi and Spanish translations (every other base): close to them
+        translated = {r["prompt_id"]: r for r in rows if r["language"] in WITHIN_LANGUAGES}
+        within = []
+        for j, language in enumerate(RELEASE_LANGUAGES):
+            if language not in WITHIN_LANGUAGES:
+                continue
+            for i, (base, _) in list(enumerate(bases))[::2]:
+                kept = translated[f"{base}_{language}"]
+                within.append(_made_up_row(draw, model, f"{base}_{language}", contrast_of(kept, mapping.get(base))
+                                           + draw.normal(0.0, 0.2), collapsed[i, j], mapping.get(base),
+                                           condition="rw_target", base_prompt_id=base, language=language))
+        pd.DataFrame(within)[["model", "condition", "prompt_id", "base_prompt_id", "language", *LOGPROB_COLUMNS,
+                              "stereotype_score"]].to_csv(target / f"{model}_within_language.csv", index=False)
         pd.DataFrame(rows).to_csv(target / f"{model}_checkpoint.csv", index=False)
         pd.DataFrame(noise)[["model", "prompt_id", "seed", "pivot", *LOGPROB_COLUMNS, "stereotype_score"]] \
             .to_csv(target / f"{model}_noise_floor.csv", index=False)
@@ -222,7 +237,7 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
     """The release's other files, in their formats, with made-up content: token counts, the translation
     checks, the LLM rewordings' scores and the paper's summary numbers (paper_numbers.json,
     robustness_checks.json, bootstrap_dfg_minus_floor.csv, review3_checks.json, translation_quality.json,
-    association_and_dimensions.json, review2_checks.json), so
+    association_and_dimensions.json, review2_checks.json, review_runs.json), so
     that every reader and every comparison on the released pages runs."""
     versions = [(base, language) for base, _ in bases for language in RELEASE_LANGUAGES]
     counts = [{"model": model, "prompt_id": f"{base}_{language}", "n_stereotype": int(rng.integers(3, 15)),
@@ -267,6 +282,7 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "by_lang": made_up, "total": {kind: sum(c[kind] for c in made_up.values()) for kind in ("preserved", "partly",
                                                                                                "lost")}},
         "item_level": {subset: dict.fromkeys(languages, tested) for subset in ("all", "preserved", "not_lost")},
+        "within": dict.fromkeys(WITHIN_LANGUAGES, carried),
         "association": {"preserved": {"pooled": carried, **dict.fromkeys(languages, carried)}}}, indent=1),
         encoding="utf-8")
     (target / "review2_checks.json").write_text(json.dumps({"faithful": {
@@ -274,6 +290,10 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "ew_all": 0.02, "ew_faithful": 0.015, "reduction": 0.005, "reduction_ci": [-0.002, 0.011], "share": 0.25,
         "pairs_all": 2000, "pairs_faithful": 1300, "slope_all": 0.26, "slope_faithful": 0.29}}, indent=1),
         encoding="utf-8")
+    (target / "review_runs.json").write_text(json.dumps({"within_language": {language: {
+        "pairs": 200, "items": 20, "slope_within": 0.83, "agree_within": 0.83, "corr_within": 0.84, "floor_within": 0.004,
+        "slope_cross_same_items": 0.16, "slope_en_rewording_same_items": 0.69} for language in WITHIN_LANGUAGES}},
+        indent=1), encoding="utf-8")
     (target / "association_and_dimensions.json").write_text(json.dumps({
         "association": {"translated_all": carried, "reworded_all": carried,
                         **{f"lang_{code}": carried for code in languages},
@@ -292,6 +312,12 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "en_mean": 0.6, "cells_negative": 70, "n_sig_bh": 30, "drop_by_lang": dict.fromkeys(languages, 0.05),
         "sig_by_lang": dict.fromkeys(languages, 4), "slope": 0.25, "slope_by_lang": dict.fromkeys(languages, 0.3),
         "agree_by_lang": dict.fromkeys(languages, 0.6)}}, indent=1), encoding="utf-8")
+
+
+def contrast_of(row: dict, roles: dict[str, str] | None) -> float:
+    """The true stereotype − anti-stereotype log-prob difference of a made-up released row."""
+    roles = roles or {role: role for role in ("stereotype", "anti_stereotype")}
+    return row[f"logprob_{roles['stereotype']}"] - row[f"logprob_{roles['anti_stereotype']}"]
 
 
 def _made_up_row(draw: np.random.Generator, model: str, prompt_id: str, contrast: float, collapsed: bool,

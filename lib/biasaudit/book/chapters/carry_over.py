@@ -8,7 +8,9 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.book import charts, explore, paper
+from biasaudit.book.prose import language_names
 from biasaudit.book.report import Report, TableStyle, with_interval
+from biasaudit.data.languages import language_label
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
@@ -26,16 +28,22 @@ def pooled(table: pd.DataFrame, change: str) -> pd.Series:
     return rows.loc[rows["group"] == "all"].iloc[0] if (rows["group"] == "all").any() else rows.iloc[0]
 
 
-def within_language_text(table: pd.DataFrame, rewording: pd.Series) -> str:
+def within_language_text(table: pd.DataFrame, rewording: pd.Series, same_items: pd.DataFrame) -> str:
     within = table.loc[table["change"] == "within-language rewording"]
     if within.empty:
         return ("This run has no rewordings of translated items, so within-language carry-over cannot be "
                 "measured here.")
     row = pooled(table, "within-language rewording")
-    languages = ", ".join(sorted(within.loc[within["group"] != "all", "group"]))
-    return (f"This run has rewordings within {languages}. Rewording within a language keeps a slope of "
+    languages = language_names(sorted(within.loc[within["group"] != "all", "group"]))
+    text = (f"This run has rewordings within {languages}. Rewording within a language keeps a slope of "
             f"{row['slope']:.2f} (95% interval {row['slope_low']:.2f} to {row['slope_high']:.2f}; r {row['r']:.2f}, "
             f"same choice {row['same_choice']:.0%}), against {rewording['slope']:.2f} for rewording English.")
+    same = [f"{language_label(r.language)}, {r.n_items} items: {r.slope_within:.2f} reworded within the language, "
+            f"{r.slope_translation:.2f} translated from English, {r.slope_rewording:.2f} reworded in English"
+            for r in same_items.itertuples()]
+    if same:
+        text += " On the same items, the slopes are: " + "; ".join(same) + "."
+    return text
 
 
 def preserved_text(table: pd.DataFrame, preserved: pd.DataFrame | None) -> str:
@@ -55,6 +63,7 @@ def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     pairs = analyses.carry_over_pairs(study.scores, params.aggregate)
     table = study.carry_over()
+    same_items = analyses.within_language_same_items(pairs)
     out = Report()
     shown = table.assign(shown_slope=with_interval(table["slope"], table["slope_low"], table["slope_high"]))
     out.add_table("table", shown, TABLE_STYLE)
@@ -72,7 +81,7 @@ def report(params: RunParams) -> Report:
         "strength_en": float(translation["strength_before"]), "strength_tr": float(translation["strength_after"]),
         "weakest_language": str(weakest["group"]), "weakest_strength": float(weakest["strength_after"]),
         "n_weaker": int((translations["strength_after"] < translations["strength_before"]).sum()),
-        "n_translations": len(translations), "within_text": within_language_text(table, rewording),
+        "n_translations": len(translations), "within_text": within_language_text(table, rewording, same_items),
     })
     judgments = pipeline.read_judgments(params)
     preserved = None if judgments is None else study.computed("carry_over_preserved", lambda: analyses.carry_over_table(
@@ -85,13 +94,16 @@ def report(params: RunParams) -> Report:
     folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
     if folder:
         quality = paper.read_json(folder, "translation_quality.json").get("association", {}).get("preserved", {})
+        within = paper.read_json(folder, "translation_quality.json").get("within", {})
         rows = (paper.carry_rows(paper.read_json(folder, "paper_numbers.json"), table)
                 + paper.association_rows(paper.read_json(folder, "association_and_dimensions.json").get(
                     "association", {}), table, params.n_bootstrap)
+                + paper.association_rows(within, table, params.n_bootstrap, plain="within-language rewording")
                 + (paper.association_rows(quality, preserved, params.n_bootstrap, subset="contrast preserved")
-                   if preserved is not None and len(preserved) else []))
+                   if preserved is not None and len(preserved) else [])
+                + paper.within_rows(paper.read_json(folder, "review_runs.json"), same_items))
         out.figures["paper"] = paper.block(rows, "paper_numbers.json, association_and_dimensions.json, "
-                                                 "translation_quality.json")
+                                                 "translation_quality.json, review_runs.json")
     else:
         out.figures["paper"] = None
     out.figures["density"] = charts.carry_over_density(pairs, table)
