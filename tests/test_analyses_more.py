@@ -617,3 +617,44 @@ def test_released_label_settings_as_the_paper_ran_each_pipeline():
     # By hand: both errors on, the English items as stored: 0.8, 0.6, 0.9, 0.7; fixed: 0.2 (ss_1 mirrored), 0.6, 0.7.
     assert errors.loc["stereoset_label_map + bbq_roles_by_order", "english_soft"] == pytest.approx(0.75)
     assert errors.loc["none", "english_soft"] == pytest.approx(0.5)
+
+
+def _length_case() -> pd.DataFrame:
+    """Two models, English and Spanish versions of four items, with token counts: the rows `length_fit` and
+    `length_matched` read."""
+    rows = []
+    for model, shift in (("a", 0.0), ("b", 0.3)):
+        for k, (base, en_tokens, es_tokens, contrast) in enumerate((
+                ("i1", (3, 3), (4, 4), 0.2), ("i2", (3, 4), (5, 5), -0.4),
+                ("i3", (2, 2), (2, 2), 0.9), ("i4", (5, 3), (6, 2), 0.1))):
+            for language, tokens, lp in (("en", en_tokens, contrast), ("es", es_tokens, contrast * 0.5 + shift - k / 10)):
+                rows.append({"model": model, "item_id": f"{base}/{language}", "base_id": base, "source": "written",
+                             "dimension": "gender", "category": "trait", "language": language,
+                             "variant": "original" if language == "en" else "translation",
+                             "via": "human", "context": "c", "stereotyped": "s", "anti_stereotyped": "a", "third": "t",
+                             "third_kind": "unrelated", "lp_mean_stereotyped": lp - 3.0, "lp_mean_anti_stereotyped": -3.0,
+                             "lp_mean_third": -5.0, "ntok_stereotyped": tokens[0], "ntok_anti_stereotyped": tokens[1],
+                             "lp_sum_stereotyped": (lp - 3.0) * tokens[0], "lp_sum_anti_stereotyped": -3.0 * tokens[1],
+                             "lp_sum_third": -5.0, "ntok_third": 1})
+    return pd.DataFrame(rows)
+
+
+def test_the_papers_length_fit_against_a_least_squares_solve_by_hand():
+    scores = _length_case()
+    fit = analyses.length_fit(scores).set_index("language").loc["es"]
+    # the design by hand: len_diff, len_diff_en, log(mean tokens / English mean), for the items in order, per model
+    soft = 1 / (1 + np.exp(-(scores["lp_mean_stereotyped"] - scores["lp_mean_anti_stereotyped"]).to_numpy()))
+    change = (soft[1::2] - soft[0::2])  # es minus en, row pairs
+    X = np.array([[0, 0, np.log(4 / 3)], [0, -1, np.log(5 / 3.5)], [0, 0, 0.0], [4, 2, 0.0]] * 2, dtype=float)
+    X = np.column_stack([np.ones(8), X])
+    beta, *_ = np.linalg.lstsq(X, change, rcond=None)
+    residual = change - X @ beta
+    r2 = 1 - residual.var() / change.var()
+    assert fit["n_pairs"] == 8 and fit["r2_length"] == pytest.approx(r2)
+    assert fit["agreement_change"] == pytest.approx(np.corrcoef(change[:4], change[4:])[0, 1])
+    assert fit["agreement_length"] == pytest.approx(np.corrcoef(residual[:4], residual[4:])[0, 1])
+    matched = analyses.length_matched(scores).set_index("pairs")
+    # equal length in Spanish and English: i1 (4/4, 3/3) and i3 (2/2, 2/2), for both models
+    assert matched.loc["equal length", "n_pairs"] == 4 and matched.loc["all", "n_pairs"] == 8
+    assert matched.loc["equal length", "drop"] == pytest.approx(-change[[0, 2, 4, 6]].mean())
+    assert analyses.length_fit(scores.drop(columns=["ntok_stereotyped"])).empty, "no token counts, no fit"

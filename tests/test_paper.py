@@ -281,3 +281,34 @@ def test_chapter_13_sets_the_within_language_rewordings_beside_table_15():
     assert len(rows) == 7, "Spanish is not reworded in this run"
     assert rows["within hi: slope, English to hi, same items"].mark() == "differs", "0.16 against 0.17"
     assert all(r.mark().startswith("same") for q, r in rows.items() if "English to" not in q)
+
+
+def test_chapter_18_sets_the_length_fit_beside_table_11():
+    review = {"surface": {"zh-CN": {"agree_raw": 0.3816, "agree_len": 0.3780, "r2_len": 0.1136}},
+              "length_matched": {"pairs": 4778, "drop": 0.0237, "slope": 0.3349, "drop_all": 0.0209,
+                                 "slope_all": 0.2635}}
+    fit = pd.DataFrame({"language": ["zh"], "n_pairs": [3610], "agreement_change": [0.3816],
+                        "agreement_length": [0.3869], "r2_length": [0.1136]})
+    matched = pd.DataFrame({"pairs": ["equal length", "all"], "n_pairs": [4778, 24970], "drop": [0.0237, 0.0209],
+                            "slope": [0.3349, 0.2635]})
+    rows = {r.quantity: r for r in paper.surface_rows(review, fit, matched)}
+    assert len(rows) == 3 + 5
+    assert rows["models agree on the change, lengths removed, zh"].mark() == "differs", "0.38 against 0.39"
+    assert all(r.mark().startswith("same") for q, r in rows.items() if "lengths removed" not in q)
+    assert paper.surface_rows(review, fit.iloc[:0], matched.iloc[:0]) == []
+
+
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
+                    "token_counts.csv", "review2_checks.json")
+def test_the_equal_length_pairs_are_the_papers(mirror):
+    """Which translation pairs have continuations of equal length depends on the models' token counts, which the
+    release gives for all ten: with Llama-3.1-8B's versions given each model's counts, the equal-length pairs are
+    the paper's 4,778 (Table 11's last row) of 24,970."""
+    from biasaudit.data.release_inputs import read_token_counts, with_token_counts
+
+    scores = read_released(mirror, models=["llama3.1-8b"])
+    counts = read_token_counts(mirror / "token_counts.csv")
+    every = pd.concat([scores.assign(model=model) for model in counts["model"].unique()], ignore_index=True)
+    matched = analyses.length_matched(with_token_counts(every, counts)).set_index("pairs")["n_pairs"]
+    published = json.loads((mirror / "review2_checks.json").read_text())["length_matched"]["pairs"]
+    assert (matched["equal length"], matched["all"]) == (published, 24970) == (4778, 24970)

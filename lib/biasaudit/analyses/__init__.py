@@ -30,6 +30,8 @@ from biasaudit.analyses.ablation import (
 )
 from biasaudit.analyses.aggregates import (
     SURFACE_FEATURES,
+    length_fit,
+    length_matched,
     model_agreement,
     summed_vs_mean,
     surface_properties,
@@ -86,7 +88,7 @@ __all__ = [
     "CELL_COLUMNS", "CHANGES", "CONTRAST_SUBSETS", "ERROR_FLAGS", "ITEM_KEYS", "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording",
     "ScoresError", "by_dimension", "by_source", "carry_over_pairs", "check_scores", "carry_over_table", "carry_point", "case_study", "cell_tests",
     "cells_from_pairs", "detection_power", "language_detection", "paper_spike_in", "english_rewording_pairs", "error_example", "error_settings",
-    "faithful_only", "floor_cells", "has_aggregate", "judged_versions", "translations_kept", "within_language_same_items", "item_scores", "label_errors", "language_drops",
+    "faithful_only", "floor_cells", "has_aggregate", "judged_versions", "translations_kept", "within_language_same_items", "item_scores", "label_errors", "language_drops", "length_fit", "length_matched",
     "model_agreement", "model_drop_table", "model_floors", "model_gaps", "model_language_drops", "noise_floor",
     "option_logprobs",
     "paired_with_english", "pick_case", "released_label_settings", "score_summary", "setting_name",

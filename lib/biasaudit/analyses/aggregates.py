@@ -7,8 +7,10 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+import statsmodels.api as sm
 import wordfreq
 
+from biasaudit.analyses.carry_over import carry_point
 from biasaudit.analyses.drops import language_drops
 from biasaudit.analyses.scores import has_aggregate, item_scores, paired_with_english
 from biasaudit.core.options import DEFAULT_OPTIONS, StudyOptions
@@ -224,3 +226,57 @@ def model_agreement(
     return pd.DataFrame(rows).reindex(columns=columns)
 
 
+
+
+def _length_pairs(scores: pd.DataFrame, aggregate: str) -> pd.DataFrame:
+    """Translation pairs with the token counts of both contrasting continuations, in the version and in English:
+    len_diff (stereotyped − anti-stereotyped tokens), len_diff_en, and len_ratio = log(mean tokens of the two /
+    the English mean)."""
+    if not {"ntok_stereotyped", "ntok_anti_stereotyped"} <= set(scores) or scores["ntok_stereotyped"].isna().all():
+        return pd.DataFrame(columns=["model", "base_id", "language", "item_id", "change", "soft_en", "soft",
+                                     "len_diff", "len_diff_en", "len_ratio"])
+    scored = item_scores(scores, aggregate)
+    tokens = scores.drop_duplicates(["model", "item_id"]).assign(
+        len_diff=lambda t: t["ntok_stereotyped"] - t["ntok_anti_stereotyped"],
+        len_mean=lambda t: (t["ntok_stereotyped"] + t["ntok_anti_stereotyped"]) / 2)
+    english = tokens.loc[tokens["variant"] == "original", ["model", "base_id", "len_diff", "len_mean"]]
+    pairs = paired_with_english(scored, "translation").merge(
+        tokens[["model", "item_id", "len_diff", "len_mean"]], on=["model", "item_id"]).merge(
+        english, on=["model", "base_id"], suffixes=("", "_en"))
+    pairs["len_ratio"] = np.log(pairs["len_mean"] / pairs["len_mean_en"])
+    return pairs.dropna(subset=["change", "len_diff", "len_diff_en", "len_ratio"]).reset_index(drop=True)
+
+
+def length_fit(scores: pd.DataFrame, aggregate: str = "mean") -> pd.DataFrame:
+    """Do the continuations' lengths drive the item-level changes the models share? The paper's fit (its
+    Table 11), per translation language: the change from English regressed by least squares, every model ×
+    item pair pooled, on len_diff, len_diff_en and len_ratio (`_length_pairs`); the models' agreement on the
+    changes before and after (mean over model pairs of the Pearson r across items) and the R².
+
+    Needs token counts (ntok_*: the book's own scores, or released scores with token_counts.csv); empty without.
+    Columns: language, n_pairs, agreement_change, agreement_length, r2_length."""
+    pairs = _length_pairs(scores, aggregate)
+    rows = []
+    for language, chunk in pairs.groupby("language", sort=True):
+        design = sm.add_constant(chunk[["len_diff", "len_diff_en", "len_ratio"]].astype(float), has_constant="add")
+        fit = sm.OLS(chunk["change"].astype(float), design).fit()
+        rows.append({"language": language, "n_pairs": len(chunk),
+                     "agreement_change": _mean_pair_correlation(chunk, "change")[0],
+                     "agreement_length": _mean_pair_correlation(chunk.assign(residual=fit.resid), "residual")[0],
+                     "r2_length": float(fit.rsquared)})
+    return pd.DataFrame(rows, columns=["language", "n_pairs", "agreement_change", "agreement_length", "r2_length"])
+
+
+def length_matched(scores: pd.DataFrame, aggregate: str = "mean") -> pd.DataFrame:
+    """The drop and the carry-over slope on the translation pairs whose two continuations have as many tokens as
+    each other in the version and in English (the last row of the paper's Table 11), beside all pairs.
+
+    One row per subset ("equal length", "all"): n_pairs, drop (minus the mean change), slope (every model × item
+    pair pooled); empty without token counts."""
+    pairs = _length_pairs(scores, aggregate)
+    if pairs.empty:
+        return pd.DataFrame(columns=["pairs", "n_pairs", "drop", "slope"])
+    equal = pairs.loc[(pairs["len_diff"] == 0) & (pairs["len_diff_en"] == 0)]
+    return pd.DataFrame([{"pairs": name, "n_pairs": len(chunk), "drop": float(-chunk["change"].mean()),
+                          "slope": carry_point(chunk)["slope"]} for name, chunk in (("equal length", equal),
+                                                                                    ("all", pairs))])

@@ -499,3 +499,29 @@ def faithful_rows(review: dict, faithful: pd.DataFrame, n_bootstrap: int) -> lis
     rows += [Compared("pairs, every translation", paper["pairs_all"], int(languages["n_all"].sum()), 0),
              Compared("pairs, faithful only", paper["pairs_faithful"], int(languages["n_faithful"].sum()), 0)]
     return rows
+
+
+def surface_rows(review: dict, fit: pd.DataFrame, matched: pd.DataFrame) -> list[Compared]:
+    """Chapter 18 (the paper's Table 11): per language the models' agreement on the changes, before and after the
+    continuations' lengths are regressed out, and the R² of the lengths; the equal-length pairs' count, drop and
+    slope beside all pairs'. (The paper's word-frequency column is not computed: see `analyses.length_fit`.)
+
+    `review`: review2_checks.json; `fit`: `analyses.length_fit`; `matched`: `analyses.length_matched`."""
+    by, rows = fit.set_index("language"), []
+    for code, theirs in review.get("surface", {}).items():
+        language = "zh" if code == "zh-CN" else code
+        if language in by.index:
+            mine = by.loc[language]
+            rows += [Compared(f"models agree on the change, {language}", theirs["agree_raw"],
+                              float(mine["agreement_change"]), 2),
+                     Compared(f"models agree on the change, lengths removed, {language}", theirs["agree_len"],
+                              float(mine["agreement_length"]), 2),
+                     Compared(f"R² of the lengths, {language}", theirs["r2_len"], float(mine["r2_length"]), 3)]
+    paper, by = review.get("length_matched"), matched.set_index("pairs")
+    if paper and {"equal length", "all"} <= set(by.index):
+        rows += [Compared("equal-length pairs", paper["pairs"], int(by.loc["equal length", "n_pairs"]), 0),
+                 Compared("drop, equal-length pairs", paper["drop"], float(by.loc["equal length", "drop"]), 3),
+                 Compared("slope, equal-length pairs", paper["slope"], float(by.loc["equal length", "slope"]), 2),
+                 Compared("drop, all pairs", paper["drop_all"], float(by.loc["all", "drop"]), 3),
+                 Compared("slope, all pairs", paper["slope_all"], float(by.loc["all", "slope"]), 2)]
+    return rows

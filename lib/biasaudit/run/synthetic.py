@@ -288,7 +288,9 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
     (target / "review2_checks.json").write_text(json.dumps({"faithful": {
         "drop_all_by_lang": dict.fromkeys(languages, 0.02), "drop_faithful_by_lang": dict.fromkeys(languages, 0.015),
         "ew_all": 0.02, "ew_faithful": 0.015, "reduction": 0.005, "reduction_ci": [-0.002, 0.011], "share": 0.25,
-        "pairs_all": 2000, "pairs_faithful": 1300, "slope_all": 0.26, "slope_faithful": 0.29}}, indent=1),
+        "pairs_all": 2000, "pairs_faithful": 1300, "slope_all": 0.26, "slope_faithful": 0.29},
+        "surface": {language: {"agree_raw": 0.45, "agree_len": 0.47, "r2_len": 0.08} for language in languages},
+        "length_matched": {"pairs": 400, "drop": 0.024, "slope": 0.33, "drop_all": 0.021, "slope_all": 0.26}}, indent=1),
         encoding="utf-8")
     (target / "review_runs.json").write_text(json.dumps({"within_language": {language: {
         "pairs": 200, "items": 20, "slope_within": 0.83, "agree_within": 0.83, "corr_within": 0.84, "floor_within": 0.004,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from biasaudit import analyses
-from biasaudit.book import charts
+from biasaudit.book import charts, paper
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
@@ -93,6 +93,27 @@ def r2_text(agreement: pd.DataFrame) -> str:
     return f"the model and the surface properties explain R² = {fitted.mean():.3f} on average"
 
 
+LENGTH_STYLE = TableStyle(columns={
+    "language": "language", "n_pairs": "pairs", "agreement_change": "r of changes",
+    "agreement_length": "r of changes, lengths removed", "r2_length": "R² of the lengths"},
+    formats={"language": language_label})
+MATCHED_STYLE = TableStyle(columns={"pairs": "translation pairs", "n_pairs": "pairs", "drop": "drop",
+                                    "slope": "carry-over slope"})
+
+
+def length_text(fit: pd.DataFrame, matched: pd.DataFrame) -> str:
+    if fit.empty:
+        return ("This run's scores carry no token counts, so the paper's length fit cannot be made here (the released "
+                "scores have them where the release's token_counts.csv is at hand).")
+    by = matched.set_index("pairs")
+    equal, every = by.loc["equal length"], by.loc["all"]
+    return (f"The lengths explain R² = {fit['r2_length'].min():.3f} to {fit['r2_length'].max():.3f} of the changes. "
+            f"On the {int(equal['n_pairs']):,} pairs whose two continuations have as many tokens as each other, in the "
+            f"version and in English, the drop is {equal['drop']:.3f} and the slope {equal['slope']:.2f}, against "
+            f"{every['drop']:.3f} and {every['slope']:.2f} on all {int(every['n_pairs']):,} pairs: where the drop "
+            "stays on pairs of equal length, length is not what makes it.")
+
+
 def report(params: RunParams) -> Report:
     study = Study.from_params(params)
     agreement = study.computed("model_agreement", lambda: analyses.model_agreement(
@@ -114,6 +135,14 @@ def report(params: RunParams) -> Report:
         "frequency_text": frequency_text(support, params.frequency),
         "surface_text": surface_text(agreement, n_models), "r2_text": r2_text(agreement),
     })
+    fit = study.computed("length_fit", lambda: analyses.length_fit(study.scores, params.aggregate))
+    matched = study.computed("length_matched", lambda: analyses.length_matched(study.scores, params.aggregate))
+    out.add_table("length", fit, LENGTH_STYLE)
+    out.add_table("matched", matched, MATCHED_STYLE)
+    out.values["length_text"] = length_text(fit, matched)
+    folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
+    out.figures["paper"] = paper.block(paper.surface_rows(paper.read_json(folder, "review2_checks.json"), fit,
+                                                          matched), "review2_checks.json") if folder else None
     changed = agreement.loc[agreement["kind"] != "original"].assign(row=lambda t: t["kind"] + " · " + t["group"])
     out.figures["agreement"] = charts.paired_bars(
         changed, label="row", columns={"agreement_change": "as scored", "agreement_change_adjusted": "surface removed"},
