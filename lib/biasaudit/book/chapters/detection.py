@@ -8,8 +8,7 @@ from biasaudit import analyses
 from biasaudit.book import charts
 from biasaudit.book.prose import count_noun, extremes
 from biasaudit.book.report import Report, TableStyle, spoken_list
-from biasaudit.data import released
-from biasaudit.data.release_files import release_file
+from biasaudit.data.release_files import release_file, resolve_released_source
 from biasaudit.data.languages import language_label
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
@@ -126,7 +125,7 @@ def spike_in(params: RunParams, study: Study) -> tuple[pd.DataFrame, str]:
         return pd.DataFrame(), ("This run reads no released scores, so the paper's spike-in is not run here, and there "
                                 "is no table: the book's released part runs this page on the released scores when the "
                                 "build has them.")
-    folder = released.resolve_released_source(params.released_scores)
+    folder = resolve_released_source(params.released_scores)
     path = release_file(folder, "spike_in_null_200.csv") or release_file(folder, "spike_in_null.csv")
     if path is None:
         return pd.DataFrame(), ("The released files at hand lack spike_in_null_200.csv, the paper's curve (its "

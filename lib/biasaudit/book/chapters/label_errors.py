@@ -13,6 +13,7 @@ from biasaudit.book import charts
 from biasaudit.book.prose import count_noun
 from biasaudit.book.report import Report, TableStyle, spoken_list
 from biasaudit.data import released
+from biasaudit.data.release_files import resolve_released_source
 from biasaudit.lm.registry import resolve_model_path
 from biasaudit.lm.tokens import boundary_example
 from biasaudit.run import pipeline
@@ -213,7 +214,7 @@ def summary_text(examples: list[bool], errors: pd.DataFrame, per_source: pd.Data
 def released_folder(params: RunParams):
     """The folder of released scores for the real-data case: the run's own, else any on this machine."""
     if params.released_scores:
-        return released.resolve_released_source(params.released_scores)
+        return resolve_released_source(params.released_scores)
     return released.find_released()
 
 
