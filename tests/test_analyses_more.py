@@ -232,6 +232,12 @@ def test_against_rewording_by_hand(faithful_case):
     assert contrast["n_items"].to_dict() == {"es": 2, "sw": 2}
     assert contrast.loc["es", "excess_drop"] == pytest.approx(0.03)
     assert contrast.loc["sw", "excess_drop"] == pytest.approx((0.18 + 0.03) / 2)
+    # "contrast not lost" keeps the partly preserved too: es b1, b2; sw b1, b4, b5
+    kept = judged.loc[judged["subset"] == "contrast not lost"].set_index("language")
+    assert kept["n_items"].to_dict() == {"es": 2, "sw": 3}
+    # es holds the same items in both subsets: the same mean shows the same interval (one number, one interval)
+    assert kept.loc["es", ["excess_drop", "low", "high"]].tolist() == contrast.loc["es", ["excess_drop", "low",
+                                                                                          "high"]].tolist()
     no_judge = analyses.against_rewording(scores, options=StudyOptions(n_permutations=200, n_bootstrap=100))
     assert "faithful in every language" not in set(no_judge["subset"])
 
