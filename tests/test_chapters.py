@@ -501,3 +501,13 @@ def test_the_pooled_curves_scatter_is_compared_as_it_is():
                                                                   "above (median SD 0.190, against SD 0.173 to 0.228)")
     assert "scatter more" in detection.scatter_text(0.3, 0.173, 0.228)
     assert "(SD 0.200)" in detection.scatter_text(0.1, 0.2, 0.2)
+
+
+def test_the_preserved_translations_carry_over_is_said_beside_every_translations():
+    table = pd.DataFrame({"change": ["translation"], "group": ["all"], "slope": [0.26], "r": [0.23]})
+    assert carry_over.preserved_text(table, None).startswith("This run has no contrast judgments")
+    preserved = pd.DataFrame({"change": ["translation"], "group": ["all"], "n_pairs": [17290], "n_items": [357],
+                              "slope": [0.284], "slope_low": [0.241], "slope_high": [0.324], "r": [0.273]})
+    assert carry_over.preserved_text(table, preserved).startswith(
+        "On the 17,290 translated pairs whose contrast is preserved (357 base items), the slope is 0.28 (95% interval "
+        "0.24 to 0.32) and r 0.27, against 0.26 and 0.23 with every translation.")
