@@ -633,7 +633,8 @@ def _length_case() -> pd.DataFrame:
         for k, (base, en_tokens, es_tokens, contrast) in enumerate((
                 ("i1", (3, 3), (4, 4), 0.2), ("i2", (3, 4), (5, 5), -0.4),
                 ("i3", (2, 2), (2, 2), 0.9), ("i4", (5, 3), (6, 2), 0.1))):
-            for language, tokens, lp in (("en", en_tokens, contrast), ("es", es_tokens, contrast * 0.5 + shift - k / 10)):
+            translated = contrast * 0.5 + shift - k / 10
+            for language, tokens, lp in (("en", en_tokens, contrast), ("es", es_tokens, translated)):
                 rows.append({"model": model, "item_id": f"{base}/{language}", "base_id": base, "source": "written",
                              "dimension": "gender", "category": "trait", "language": language,
                              "variant": "original" if language == "en" else "translation",

@@ -85,12 +85,13 @@ from biasaudit.analyses.subsets import (
 )
 
 __all__ = [
-    "CELL_COLUMNS", "CHANGES", "CONTRAST_SUBSETS", "ERROR_FLAGS", "ITEM_KEYS", "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording",
-    "ScoresError", "by_dimension", "by_source", "carry_over_pairs", "check_scores", "carry_over_table", "carry_point", "case_study", "cell_tests",
-    "cells_from_pairs", "detection_power", "language_detection", "paper_spike_in", "english_rewording_pairs", "error_example", "error_settings",
-    "faithful_only", "floor_cells", "has_aggregate", "judged_versions", "translations_kept", "within_language_same_items", "item_scores", "label_errors", "language_drops", "length_fit", "length_matched",
+    "CELL_COLUMNS", "CHANGES", "CONTRAST_SUBSETS", "ERROR_FLAGS", "ITEM_KEYS", "SOURCE_ORDER", "SURFACE_FEATURES",
+    "against_rewording", "by_dimension", "by_source", "carry_over_pairs", "carry_over_table", "carry_point",
+    "case_study", "cell_tests", "cells_from_pairs", "check_scores", "detection_power", "english_rewording_pairs",
+    "error_example", "error_settings", "faithful_only", "floor_cells", "has_aggregate", "item_scores",
+    "judged_versions", "label_errors", "language_detection", "language_drops", "length_fit", "length_matched",
     "model_agreement", "model_drop_table", "model_floors", "model_gaps", "model_language_drops", "noise_floor",
-    "option_logprobs",
-    "paired_with_english", "pick_case", "released_label_settings", "score_summary", "setting_name",
-    "summed_vs_mean", "surface_properties", "unchanged_fields", "version_similarity", "word_frequency_support",
+    "option_logprobs", "paired_with_english", "paper_spike_in", "pick_case", "released_label_settings",
+    "score_summary", "ScoresError", "setting_name", "summed_vs_mean", "surface_properties", "translations_kept",
+    "unchanged_fields", "version_similarity", "within_language_same_items", "word_frequency_support",
 ]

@@ -248,7 +248,8 @@ def judged_versions(versions: pd.DataFrame, judgments: pd.DataFrame, kinds: tupl
     `versions` has item_id, base_id and language (scores or pairs); `judgments` one row per judged version
     (item_id, judgment), as the release's contrast judgments. A version no judgment names is left out."""
     kept = judgments.loc[judgments["judgment"].isin(kinds), "item_id"]
-    return versions.loc[versions["item_id"].isin(kept), ["base_id", "language"]].drop_duplicates().reset_index(drop=True)
+    chosen = versions.loc[versions["item_id"].isin(kept), ["base_id", "language"]]
+    return chosen.drop_duplicates().reset_index(drop=True)
 
 
 def against_rewording(

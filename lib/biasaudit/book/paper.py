@@ -247,7 +247,6 @@ def block(rows: list[Compared], what: str):
     return HTML(intro + shown)
 
 
-
 def _code(language: str) -> str:
     return PAPER_CODE.get(language, language)
 

@@ -104,9 +104,10 @@ REVIEW_RUNS: tuple[str, str] = ("review_runs", "509680d7b5b59ea07d32422df5e6551d
 
 
 def released_files(models: Iterable[str] | None = None, *, with_paper_results: bool = True) -> list[PinnedFile]:
-    """The files `fetch_released` downloads: per model the item and noise-floor scores, its LLM
-    rewordings' scores and its within-language rewordings' scores, then label_fix.json, the inputs beside the scores (`RELEASE_INPUTS`), the paper's
-    items (`PAPER_ITEMS`) and (optionally) the paper's own results (`PAPER_RESULTS`), all at pinned commits."""
+    """The files `fetch_released` downloads: per model the item and noise-floor scores, its LLM rewordings'
+    scores and its within-language rewordings' scores, then label_fix.json, the inputs beside the scores
+    (`RELEASE_INPUTS`), the paper's items (`PAPER_ITEMS`) and (optionally) the paper's own results
+    (`PAPER_RESULTS`), all at pinned commits."""
     chosen = list(RELEASED_MODELS if models is None else models)
     unknown = [m for m in chosen if m not in RELEASED_MODELS]
     if unknown:

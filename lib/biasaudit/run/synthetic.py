@@ -122,9 +122,9 @@ _MADE_UP_SHIFT: dict[str, float] = {"es": 0.02, "fr": 0.0, "zh-CN": 0.03, "ar": 
 def made_up_release(target: Path, models: tuple[str, ...] | list[str], *, fraction: float = 1.0,
                     seed: int = 0) -> list[str]:
     """Write a release in the paper's file layout with made-up numbers and no source files at all: the
-    item, noise-floor and within-language rewording files of each of `models`, label_fix.json, made-up texts of every version
-    (prompts.json, noise_floor_paraphrases.json), and the paper's ablation and spike-in tables
-    (pipeline_ablation.csv, spike_in_null.csv).
+    item, noise-floor and within-language rewording files of each of `models`, label_fix.json, made-up
+    texts of every version (prompts.json, noise_floor_paraphrases.json), and the paper's ablation and
+    spike-in tables (pipeline_ablation.csv, spike_in_null.csv).
 
     For checking the released part at the study's shape (every category, language, pivot and model the
     paper has; `fraction` of its 387 English bases per category, at least two) where the real files
@@ -290,10 +290,12 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "ew_all": 0.02, "ew_faithful": 0.015, "reduction": 0.005, "reduction_ci": [-0.002, 0.011], "share": 0.25,
         "pairs_all": 2000, "pairs_faithful": 1300, "slope_all": 0.26, "slope_faithful": 0.29},
         "surface": {language: {"agree_raw": 0.45, "agree_len": 0.47, "r2_len": 0.08} for language in languages},
-        "length_matched": {"pairs": 400, "drop": 0.024, "slope": 0.33, "drop_all": 0.021, "slope_all": 0.26}}, indent=1),
+        "length_matched": {"pairs": 400, "drop": 0.024, "slope": 0.33, "drop_all": 0.021, "slope_all": 0.26}},
+        indent=1),
         encoding="utf-8")
     (target / "review_runs.json").write_text(json.dumps({"within_language": {language: {
-        "pairs": 200, "items": 20, "slope_within": 0.83, "agree_within": 0.83, "corr_within": 0.84, "floor_within": 0.004,
+        "pairs": 200, "items": 20, "slope_within": 0.83, "agree_within": 0.83, "corr_within": 0.84,
+        "floor_within": 0.004,
         "slope_cross_same_items": 0.16, "slope_en_rewording_same_items": 0.69} for language in WITHIN_LANGUAGES}},
         indent=1), encoding="utf-8")
     (target / "association_and_dimensions.json").write_text(json.dumps({

@@ -53,8 +53,8 @@ def preserved_text(table: pd.DataFrame, preserved: pd.DataFrame | None) -> str:
     if preserved.empty:
         return "No translation of this run is judged to keep its contrast, so there is nothing to measure."
     mine, every = pooled(preserved, "translation"), pooled(table, "translation")
-    return (f"On the {int(mine['n_pairs']):,} translated pairs whose contrast is preserved ({int(mine['n_items'])} base "
-            f"items), the slope is {mine['slope']:.2f} (95% interval {mine['slope_low']:.2f} to "
+    return (f"On the {int(mine['n_pairs']):,} translated pairs whose contrast is preserved "
+            f"({int(mine['n_items'])} base items), the slope is {mine['slope']:.2f} (95% interval {mine['slope_low']:.2f} to "
             f"{mine['slope_high']:.2f}) and r {mine['r']:.2f}, against {every['slope']:.2f} and {every['r']:.2f} "
             "with every translation. Where the two are close, lost contrasts are not what scrambles the items.")
 
