@@ -125,6 +125,19 @@ def test_within_language_rewordings_become_rewordings_in_their_language(released
     assert pairs.loc["ss_9001", ["before", "after"]].tolist() == pytest.approx([0.450166, 0.622459], abs=1e-6)
 
 
+def test_texts_come_from_prompts_json_but_a_rewording_keeps_none_of_its_originals(tmp_path):
+    """prompts.json names a version by its prompt id, and so do the score files, except that a rewording is named
+    by the version it rewords: it must not be shown with that version's texts (which would also count every field
+    as returned unchanged)."""
+    folder = _copy_fixtures(tmp_path)
+    shutil.copy(FIXTURES.parent / "paper" / "prompts.json", folder / "prompts.json")
+    scores = rel.read_released(folder)
+    translated = _row(scores, "tiny-a", "gp_901/es")
+    assert isinstance(translated["stereotyped"], str) and translated["stereotyped"]
+    reworded = scores.loc[scores["variant"] == "rewording"]
+    assert len(reworded) and reworded[["stereotyped", "anti_stereotyped", "third"]].isna().all().all()
+
+
 def test_layer_b_only_on_request():
     with_b = rel.read_released(FIXTURES, layer_b=True)
     probe = _row(with_b, "tiny-a", "cn_hi_900/hi")

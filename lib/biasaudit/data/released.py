@@ -35,7 +35,8 @@ How the released columns map onto the scores table:
 - `third_kind` is `unknown` for BBQ (its third answer is "cannot be determined") and
   `unrelated` otherwise. The item files carry the context but not the continuation texts
   (those are in the repository's data/prompts.json): the text columns are empty unless a
-  `prompts.json` lies in the folder read, in which case they are filled from it.
+  `prompts.json` lies in the folder read, in which case they are filled from it; a rewording's stay
+  empty (its own texts are in noise_floor_paraphrases.json: `release_import.with_rewording_texts`).
 - With `fix_labels=True` (the default) the three log-prob columns of every StereoSet and BBQ
   item are permuted as label_fix.json says (`map[base][role]` names the stored column that
   really holds `role`) and the 25 BBQ items whose roles cannot be recovered are dropped,
@@ -506,10 +507,10 @@ def load_released(
     texts = _text_columns(prompts_path, mapping)
     if texts is not None:
         filled = scores[["prompt_id"]].merge(texts, on="prompt_id", how="left")
-        # a within-language rewording is named by its translation's prompt id: its own texts are not in prompts.json
-        own = scores["via"].eq(WITHIN_REWRITER).to_numpy()
+        # a rewording is named by the prompt id of the version it rewords: its own texts are not in prompts.json
+        reworded = scores["variant"].eq("rewording").to_numpy()
         for column in ("stereotyped", "anti_stereotyped", "third"):
-            scores[column] = np.where(own, None, filled[column].to_numpy())
+            scores[column] = np.where(reworded, None, filled[column].to_numpy())
 
     # ---- checks and the collapsed contrasts ----------------------------------------------------
     duplicated = scores.duplicated(["model", "item_id"], keep=False)
