@@ -153,6 +153,14 @@ def percentile_se(low: float, high: float, n_bootstrap: int, level: float = 0.95
     return math.sqrt(p * (1 - p) / n_bootstrap) * sd / norm.pdf(z)
 
 
+def _interval_rows(name: str, theirs: tuple[float, float], mine: tuple[float, float], n_bootstrap: int,
+                   digits: int) -> list[Compared]:
+    """Both ends of a bootstrap interval, each within the Monte Carlo error of two sets of resamples."""
+    se = [math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, PAPER_BOOTSTRAP))] * 2
+    return [Compared(f"{name}, interval {end}", paper_end, float(own_end), digits, mc_se=s)
+            for end, paper_end, own_end, s in zip(("low", "high"), theirs, mine, se)]
+
+
 def gap_rows(numbers: dict, per_model: pd.DataFrame, gaps: pd.DataFrame, n_bootstrap: int) -> list[Compared]:
     """Chapter 12 (the paper's Table 4): per model its English soft and binary scores, its gap, its floor,
     gap − floor with its bootstrap interval (ends within Monte Carlo error: both rest on resamples), and
@@ -171,11 +179,8 @@ def gap_rows(numbers: dict, per_model: pd.DataFrame, gaps: pd.DataFrame, n_boots
         rows += [Compared(f"{model}: gap", theirs["mean_dfg"], float(mine["gap"]), 4),
                  Compared(f"{model}: floor", theirs["floor"], float(mine["floor"]), 4),
                  Compared(f"{model}: gap − floor", theirs["diff"], float(mine["gap_minus_floor"]), 4)]
-        for end, column, theirs_end in (("low", "low", "diff_lo"), ("high", "high", "diff_hi")):
-            se = math.hypot(percentile_se(mine["low"], mine["high"], n_bootstrap),
-                            percentile_se(theirs["diff_lo"], theirs["diff_hi"], PAPER_BOOTSTRAP))
-            rows.append(Compared(f"{model}: gap − floor, interval {end}", theirs[theirs_end], float(mine[column]), 4,
-                                 mc_se=se))
+        rows += _interval_rows(f"{model}: gap − floor", (theirs["diff_lo"], theirs["diff_hi"]),
+                               (mine["low"], mine["high"]), n_bootstrap, 4)
     above = numbers.get("bootstrap", {}).get("n_ci_above_0")
     if above is not None and len(rows):
         rows.append(Compared("models whose gap − floor interval lies above zero", above,
@@ -338,14 +343,6 @@ def p_value_se(p: float, n_permutations: int) -> float:
     """The Monte Carlo standard error of the difference between two sign-flip p values near `p`, one from the
     paper's 20,000 flips and one from this run's `n_permutations`."""
     return math.sqrt(p * (1 - p) * (1 / PAPER_FLIPS + 1 / n_permutations))
-
-
-def _interval_rows(name: str, theirs: tuple[float, float], mine: tuple[float, float], n_bootstrap: int,
-                   digits: int) -> list[Compared]:
-    """Both ends of a bootstrap interval, each within the Monte Carlo error of two sets of resamples."""
-    se = [math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, PAPER_BOOTSTRAP))] * 2
-    return [Compared(f"{name}, interval {end}", paper_end, float(own_end), digits, mc_se=s)
-            for end, paper_end, own_end, s in zip(("low", "high"), theirs, mine, se)]
 
 
 # The paper's subsets of its item-level tests (translation_quality.json `item_level`) and this project's names.
