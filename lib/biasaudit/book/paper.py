@@ -156,9 +156,9 @@ def percentile_se(low: float, high: float, n_bootstrap: int, level: float = 0.95
 def _interval_rows(name: str, theirs: tuple[float, float], mine: tuple[float, float], n_bootstrap: int,
                    digits: int) -> list[Compared]:
     """Both ends of a bootstrap interval, each within the Monte Carlo error of two sets of resamples."""
-    se = [math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, PAPER_BOOTSTRAP))] * 2
-    return [Compared(f"{name}, interval {end}", paper_end, float(own_end), digits, mc_se=s)
-            for end, paper_end, own_end, s in zip(("low", "high"), theirs, mine, se)]
+    se = math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, PAPER_BOOTSTRAP))
+    return [Compared(f"{name}, interval {end}", paper_end, float(own_end), digits, mc_se=se)
+            for end, paper_end, own_end in zip(("low", "high"), theirs, mine)]
 
 
 def gap_rows(numbers: dict, per_model: pd.DataFrame, gaps: pd.DataFrame, n_bootstrap: int) -> list[Compared]:
