@@ -74,9 +74,10 @@ def report(params: RunParams) -> Report:
         "n_language_cells": len(language_cells),
         "median_language_drop": float(language_cells["drop"].abs().median()),
         "n_language_above_floor": int(above_model_floor(language_cells, cells).sum()),
-        "unchanged_text": (f"{unchanged:.0%} of the text fields (context and the three options) came back unchanged"
-                           if pd.notna(unchanged) else
-                           "this run's table carries no texts of the English rewordings, so unchanged fields cannot be counted"),
+        "unchanged_text": (f"On average, {unchanged:.0%} of the text fields (context and the three options) came back "
+                           "unchanged" if pd.notna(unchanged) else
+                           "This run's table carries no texts of the English rewordings, so unchanged fields cannot be "
+                           "counted"),
         "n_cells": len(cells), "n_reliable": int(cells["reliable"].sum()),
         "n_reliable_binary": int(cells["reliable_binary"].sum()), "smallest_q": float(cells["q"].min()),
         "mean_slope": float(routes["slope"].mean()), "mean_r": float(routes["r"].mean()),
