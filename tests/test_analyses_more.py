@@ -665,3 +665,105 @@ def test_the_papers_length_fit_against_a_least_squares_solve_by_hand():
     assert matched.loc["equal length", "n_pairs"] == 4 and matched.loc["all", "n_pairs"] == 8
     assert matched.loc["equal length", "drop"] == pytest.approx(-change[[0, 2, 4, 6]].mean())
     assert analyses.length_fit(scores.drop(columns=["ntok_stereotyped"])).empty, "no token counts, no fit"
+
+
+# Word by word, as wordfreq splits them (lower case, on spaces): the two continuations of each item in English and
+# in Spanish, for the fit with word frequencies.
+_WORDS = {"i1": ((["the", "nurse"], ["the", "doctor"]), (["la", "enfermera"], ["el", "médico"])),
+          "i2": ((["he", "cried"], ["she", "laughed"]), (["él", "lloró"], ["ella", "rió"])),
+          "i3": ((["old", "man"], ["young", "woman"]), (["hombre", "viejo"], ["mujer", "joven"])),
+          "i4": ((["poor"], ["rich", "family"]), (["pobre"], ["familia", "rica"]))}
+
+
+def test_the_length_fit_with_word_frequencies_against_a_least_squares_solve_by_hand():
+    import wordfreq
+
+    scores = _length_case()
+    # model b's tokenizer splits the Spanish continuations otherwise, so the two models' designs differ
+    for base, tokens in (("i1", (5, 4)), ("i2", (5, 6)), ("i3", (3, 2)), ("i4", (6, 3))):
+        row = (scores["model"] == "b") & (scores["item_id"] == f"{base}/es")
+        scores.loc[row, ["ntok_stereotyped", "ntok_anti_stereotyped"]] = tokens
+    for base, (english, spanish) in _WORDS.items():
+        for language, (stereotyped, anti) in (("en", english), ("es", spanish)):
+            row = scores["item_id"] == f"{base}/{language}"
+            scores.loc[row, "stereotyped"], scores.loc[row, "anti_stereotyped"] = " ".join(stereotyped), " ".join(anti)
+    fit = analyses.length_fit(scores).set_index("language").loc["es"]
+
+    def zipf(words: list[str], language: str) -> float:
+        return float(np.mean([wordfreq.zipf_frequency(w, language) for w in words]))
+
+    frequency = {language: [zipf(pair[k][0], language) - zipf(pair[k][1], language) for pair in _WORDS.values()]
+                 for k, language in ((0, "en"), (1, "es"))}
+    soft = 1 / (1 + np.exp(-(scores["lp_mean_stereotyped"] - scores["lp_mean_anti_stereotyped"]).to_numpy()))
+    change = soft[1::2] - soft[0::2]
+    lengths = np.array([[0, 0, np.log(4 / 3)], [0, -1, np.log(5 / 3.5)], [0, 0, 0.0], [4, 2, 0.0],
+                        [1, 0, np.log(4.5 / 3)], [-1, -1, np.log(5.5 / 3.5)], [1, 0, np.log(2.5 / 2)],
+                        [3, 2, np.log(4.5 / 4)]])
+    X = np.column_stack([np.ones(8), lengths, frequency["es"] * 2, frequency["en"] * 2])
+    assert np.linalg.matrix_rank(X) == 6
+    beta, *_ = np.linalg.lstsq(X, change, rcond=None)
+    residual = change - X @ beta
+    assert fit["n_pairs_frequency"] == 8
+    assert fit["r2_length_frequency"] == pytest.approx(1 - residual.var() / change.var())
+    assert fit["agreement_length_frequency"] == pytest.approx(np.corrcoef(residual[:4], residual[4:])[0, 1])
+    # the paper's rule: frequencies only where they cover more than 90% of the pairs (here 6 of 8)
+    scores.loc[scores["item_id"] == "i4/es", "anti_stereotyped"] = None
+    assert np.isnan(analyses.length_fit(scores).set_index("language").loc["es", "r2_length_frequency"])
+    assert np.isnan(analyses.length_fit(scores, frequency=False).loc[0, "r2_length_frequency"])
+
+
+def test_the_translations_kept_for_table_6_by_hand():
+    """Two models, three written items and a BBQ one, in English, Spanish and French: the drops and slopes with all
+    translations, faithful ones, and faithful ones the model handles as fluently as English, worked by hand."""
+    from scipy.special import expit
+
+    contrast = {"w1": {"en": 1.0, "es": 0.5, "fr": 0.2}, "w2": {"en": -0.5, "es": -1.0, "fr": 0.0},
+                "w3": {"en": 0.3, "es": 0.9, "fr": -0.4}, "q1": {"en": 0.8, "es": 0.3, "fr": 0.1}}
+    # the logit of the fluency: 2 everywhere but where a version is set to 0 (fluency 0.5 against English's 0.88)
+    clumsy = {("a", "w1/fr"), ("b", "w1/fr"), ("b", "w2/es")}
+    rows = []
+    for model in ("a", "b"):
+        for base, by_language in contrast.items():
+            for language, c in by_language.items():
+                item = f"{base}/{language}"
+                fluency_logit = 0.0 if (model, item) in clumsy else 2.0
+                rows.append({"model": model, "item_id": item, "base_id": base,
+                             "source": "bbq" if base == "q1" else "written", "dimension": "gender",
+                             "category": "trait", "language": language,
+                             "variant": "original" if language == "en" else "translation", "via": "human",
+                             "context": "c", "stereotyped": "s", "anti_stereotyped": "a", "third": "t",
+                             "third_kind": "unknown" if base == "q1" else "unrelated",
+                             "lp_mean_stereotyped": -3.0 + c, "lp_mean_anti_stereotyped": -3.0,
+                             "lp_mean_third": -3.0 + max(c, 0.0) - fluency_logit})
+    scores = pd.DataFrame(rows)
+    similarity = pd.DataFrame({"item_id": ["w1/es", "w2/es", "w3/es", "q1/es", "w1/fr", "w2/fr", "w3/fr", "q1/fr"],
+                               "similarity": [0.95, 0.90, 0.91, 0.99, 0.80, 0.92, 0.93, 0.97]})
+    kept = analyses.kept_translations(scores, similarity).set_index(["subset", "language"])
+
+    def change(base: str, language: str) -> float:
+        return expit(contrast[base][language]) - expit(contrast[base]["en"])
+
+    def slope(pairs: list[tuple[str, str]]) -> float:
+        x = [expit(contrast[base]["en"]) for base, _ in pairs]
+        y = [expit(contrast[base][language]) for base, language in pairs]
+        return np.polyfit(x, y, 1)[0]
+
+    every = {"es": ["w1", "w2", "w3", "q1"], "fr": ["w1", "w2", "w3", "q1"]}
+    faithful = {"es": ["w1", "w2", "w3", "q1"], "fr": ["w2", "w3", "q1"]}  # w1/fr at 0.80; 0.90 is faithful
+    # equal fluency: no BBQ item; w1/fr is clumsy for both models, w2/es for model b
+    fluent = {"es": ["w1", "w1", "w2", "w3", "w3"], "fr": ["w2", "w2", "w3", "w3"]}
+    for subset, by_language, per_model in (("all", every, 2), ("faithful", faithful, 2),
+                                           ("faithful, equal fluency", fluent, 1)):
+        pairs = [(base, language) for language, bases in by_language.items() for base in bases for _ in
+                 range(per_model)]
+        drops = {}
+        for language, bases in by_language.items():
+            drops[language] = -np.mean([change(base, language) for base in bases])
+            row = kept.loc[(subset, language)]
+            assert row["n_pairs"] == len(bases) * per_model
+            assert row["drop"] == pytest.approx(drops[language])
+            assert row["slope"] == pytest.approx(slope([(b, language) for b in bases]))
+        mean = kept.loc[(subset, "mean")]
+        assert mean["n_pairs"] == len(pairs) and mean["drop"] == pytest.approx((drops["es"] + drops["fr"]) / 2)
+        assert mean["slope"] == pytest.approx(slope(pairs))
+    assert set(analyses.kept_translations(scores, None)["subset"]) == {"all"}, "no similarity table: all only"

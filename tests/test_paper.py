@@ -230,22 +230,30 @@ def test_the_subsets_of_tables_10_12_and_13_hold_the_papers_items(mirror):
     assert all(r.mark().startswith("same") for r in counts), [(r.quantity, r.paper, r.ours) for r in counts]
 
 
-def test_chapter_16_sets_the_faithful_only_drops_beside_table_6():
-    review = {"faithful": {"drop_all_by_lang": {"zh-CN": 0.0193, "es": 0.0066},
-                           "drop_faithful_by_lang": {"zh-CN": 0.0116, "es": 0.0033}, "ew_all": 0.0209,
-                           "ew_faithful": 0.0171, "reduction": 0.0039, "reduction_ci": [-0.0019, 0.0098],
-                           "pairs_all": 24970, "pairs_faithful": 15950}}
-    faithful = pd.DataFrame({"language": ["zh", "mean"], "n_all": [3610, 3610], "n_faithful": [2000, 2000],
-                             "drop_all": [0.01934, 0.0216], "drop_faithful": [0.0117, 0.0171],
-                             "reduction": [0.0077, 0.0039], "reduction_low": [0.0, -0.0020],
-                             "reduction_high": [0.01, 0.0097]})
+def test_chapter_16_sets_the_kept_translations_beside_table_6():
+    review = {"faithful": {"reduction": 0.0039, "reduction_ci": [-0.0019, 0.0098]}}
+    faithful = pd.DataFrame({"language": ["zh", "mean"], "reduction": [0.0077, 0.0039],
+                             "reduction_low": [0.0, -0.0020], "reduction_high": [0.01, 0.0097]})
     rows = {r.quantity: r for r in paper.faithful_rows(review, faithful, 5_000)}
-    assert "drop, every translation, es" not in rows, "a language this run lacks is not listed"
-    assert rows["drop, every translation, zh"].mark().startswith("same")
-    assert rows["drop, faithful only, zh"].mark().startswith("same"), "0.0117 and 0.0116 both print 0.012"
-    assert rows["drop, every translation, mean of the languages"].mark() == "differs", "0.0209 prints 0.021, 0.0216 0.022"
-    assert (rows["pairs, every translation"].ours, rows["pairs, faithful only"].ours) == (3610, 2000)
+    assert list(rows) == ["reduction", "reduction, interval low", "reduction, interval high"]
+    assert rows["reduction"].mark().startswith("same")
     assert paper.faithful_rows(review, faithful.iloc[:0], 5_000) == [], "without a similarity table, nothing"
+    robustness = {"filters": {
+        "all": {"n": 24970, "drop_by_lang": {"zh-CN": 0.0193, "es": 0.0066}, "drop_equal_weight": 0.0209,
+                "slope_pooled": 0.2635},
+        "faithful_fluent_nobbq": {"n": 3425, "drop_by_lang": {"zh-CN": 0.0085, "es": 0.0135},
+                                  "drop_equal_weight": 0.0172, "slope_pooled": 0.2518}}}
+    kept = pd.DataFrame({"subset": ["all", "all", "faithful, equal fluency", "faithful, equal fluency"],
+                         "language": ["zh", "mean", "zh", "mean"], "n_pairs": [3610, 3610, 500, 500],
+                         "drop": [0.01934, 0.0216, 0.0084, 0.0084], "slope": [0.26, 0.2641, 0.2, 0.2]})
+    rows = {r.quantity: r for r in paper.kept_rows(robustness, kept)}
+    assert "all: drop, es" not in rows, "a language this run lacks is not listed"
+    assert len(rows) == 2 * 4
+    assert rows["all: drop, zh"].mark().startswith("same"), "0.0193 and 0.01934 both print 0.019"
+    assert rows["all: drop, languages weighted equally"].mark() == "differs", "0.0209 prints 0.021, 0.0216 0.022"
+    assert rows["faithful, equal fluency: slope"].mark() == "differs", "0.25 against 0.20"
+    assert (rows["all: pairs"].ours, rows["faithful, equal fluency: pairs"].ours) == (3610, 500)
+    assert paper.kept_rows(robustness, kept.iloc[:0]) == []
 
 
 def test_chapter_11_sets_the_share_of_fields_returned_unchanged_beside_table_3():
@@ -292,10 +300,17 @@ def test_chapter_18_sets_the_length_fit_beside_table_11():
     matched = pd.DataFrame({"pairs": ["equal length", "all"], "n_pairs": [4778, 24970], "drop": [0.0237, 0.0209],
                             "slope": [0.3349, 0.2635]})
     rows = {r.quantity: r for r in paper.surface_rows(review, fit, matched)}
-    assert len(rows) == 3 + 5
+    assert len(rows) == 3 + 5, "the paper has no word frequencies here: no rows for them"
     assert rows["models agree on the change, lengths removed, zh"].mark() == "differs", "0.38 against 0.39"
     assert all(r.mark().startswith("same") for q, r in rows.items() if "lengths removed" not in q)
     assert paper.surface_rows(review, fit.iloc[:0], matched.iloc[:0]) == []
+    review["surface"]["zh-CN"].update(agree_len_freq=0.3744, r2_len_freq=0.1222)
+    fit = fit.assign(agreement_length_frequency=[0.3741], r2_length_frequency=[0.1231])
+    rows = {r.quantity: r for r in paper.surface_rows(review, fit, matched)}
+    assert rows["models agree on the change, lengths and frequencies removed, zh"].mark().startswith("same")
+    assert rows["R² of lengths and frequencies, zh"].mark() == "differs", "0.122 against 0.123"
+    rows = paper.surface_rows(review, fit.assign(r2_length_frequency=[float("nan")]), matched)
+    assert [r.mark() for r in rows if r.quantity.startswith("R² of lengths and")] == ["not computed by this run"]
 
 
 @pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
@@ -312,3 +327,18 @@ def test_the_equal_length_pairs_are_the_papers(mirror):
     matched = analyses.length_matched(with_token_counts(every, counts)).set_index("pairs")["n_pairs"]
     published = json.loads((mirror / "review2_checks.json").read_text())["length_matched"]["pairs"]
     assert (matched["equal length"], matched["all"]) == (published, 24970) == (4778, 24970)
+
+
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",
+                    "prompts.json", "token_counts.csv", "review2_checks.json")
+def test_word_frequencies_enter_the_length_fit_in_the_papers_languages(mirror):
+    """The paper adds word frequencies to Table 11's fit for Spanish, French, Chinese, Arabic and Hindi, not for
+    Korean or Swahili: so does the fit on the released texts (wordfreq has no Swahili list; Korean needs MeCab)."""
+    from biasaudit.data.release_inputs import read_token_counts, with_token_counts
+
+    scores = with_token_counts(read_released(mirror, models=["llama3.1-8b"]),
+                               read_token_counts(mirror / "token_counts.csv"))
+    fit = analyses.length_fit(scores).set_index("language")
+    surface = json.loads((mirror / "review2_checks.json").read_text())["surface"]
+    papers = {code.split("-")[0] for code, row in surface.items() if "agree_len_freq" in row}
+    assert set(fit.index[fit["r2_length_frequency"].notna()]) == papers == {"es", "fr", "zh", "ar", "hi"}

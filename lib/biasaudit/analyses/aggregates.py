@@ -3,11 +3,13 @@ move, before and after surface properties such as length and word frequency (cha
 
 from __future__ import annotations
 
+import warnings
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 import statsmodels.api as sm
+from statsmodels.tools.sm_exceptions import SingularMatrixWarning
 import wordfreq
 
 from biasaudit.analyses.carry_over import carry_point
@@ -228,43 +230,70 @@ def model_agreement(
 
 
 
-def _length_pairs(scores: pd.DataFrame, aggregate: str) -> pd.DataFrame:
+def _length_pairs(scores: pd.DataFrame, aggregate: str, *, frequency: bool = False) -> pd.DataFrame:
     """Translation pairs with the token counts of both contrasting continuations, in the version and in English:
     len_diff (stereotyped − anti-stereotyped tokens), len_diff_en, and len_ratio = log(mean tokens of the two /
-    the English mean)."""
+    the English mean); with `frequency` also zipf_diff and zipf_diff_en (`surface_properties`)."""
     if not {"ntok_stereotyped", "ntok_anti_stereotyped"} <= set(scores) or scores["ntok_stereotyped"].isna().all():
         return pd.DataFrame(columns=["model", "base_id", "language", "item_id", "change", "soft_en", "soft",
-                                     "len_diff", "len_diff_en", "len_ratio"])
+                                     "len_diff", "len_diff_en", "len_ratio", "zipf_diff", "zipf_diff_en"])
     scored = item_scores(scores, aggregate)
     tokens = scores.drop_duplicates(["model", "item_id"]).assign(
         len_diff=lambda t: t["ntok_stereotyped"] - t["ntok_anti_stereotyped"],
         len_mean=lambda t: (t["ntok_stereotyped"] + t["ntok_anti_stereotyped"]) / 2)
-    english = tokens.loc[tokens["variant"] == "original", ["model", "base_id", "len_diff", "len_mean"]]
+    tokens["zipf_diff"] = (surface_properties(tokens, frequency=True)["zipf_diff"].to_numpy() if frequency
+                           else np.nan)
+    english = tokens.loc[tokens["variant"] == "original", ["model", "base_id", "len_diff", "len_mean", "zipf_diff"]]
     pairs = paired_with_english(scored, "translation").merge(
-        tokens[["model", "item_id", "len_diff", "len_mean"]], on=["model", "item_id"]).merge(
+        tokens[["model", "item_id", "len_diff", "len_mean", "zipf_diff"]], on=["model", "item_id"]).merge(
         english, on=["model", "base_id"], suffixes=("", "_en"))
     pairs["len_ratio"] = np.log(pairs["len_mean"] / pairs["len_mean_en"])
     return pairs.dropna(subset=["change", "len_diff", "len_diff_en", "len_ratio"]).reset_index(drop=True)
 
 
-def length_fit(scores: pd.DataFrame, aggregate: str = "mean") -> pd.DataFrame:
-    """Do the continuations' lengths drive the item-level changes the models share? The paper's fit (its
-    Table 11), per translation language: the change from English regressed by least squares, every model ×
-    item pair pooled, on len_diff, len_diff_en and len_ratio (`_length_pairs`); the models' agreement on the
-    changes before and after (mean over model pairs of the Pearson r across items) and the R².
+# The paper adds word frequencies to its length fit only for a language whose pairs have them almost all.
+FREQUENCY_COVERAGE = 0.9
+
+
+def length_fit(scores: pd.DataFrame, aggregate: str = "mean", *, frequency: bool = True) -> pd.DataFrame:
+    """Do the continuations' lengths and word frequencies drive the item-level changes the models share? The
+    paper's fit (its Table 11), per translation language: the change from English regressed by least squares,
+    every model × item pair pooled, on len_diff, len_diff_en and len_ratio (`_length_pairs`); the models'
+    agreement on the changes before and after (mean over model pairs of the Pearson r across items) and the R².
+    With `frequency`, where wordfreq gives the words' frequencies for more than `FREQUENCY_COVERAGE` of a
+    language's pairs (in the version and in English), the fit is made again on those pairs with zipf_diff and
+    zipf_diff_en added (`surface_properties`); NaN elsewhere (Korean needs MeCab, Swahili has no word list).
 
     Needs token counts (ntok_*: the book's own scores, or released scores with token_counts.csv); empty without.
-    Columns: language, n_pairs, agreement_change, agreement_length, r2_length."""
-    pairs = _length_pairs(scores, aggregate)
+    Columns: language, n_pairs, agreement_change, agreement_length, r2_length, n_pairs_frequency,
+    agreement_length_frequency, r2_length_frequency."""
+    pairs = _length_pairs(scores, aggregate, frequency=frequency)
     rows = []
     for language, chunk in pairs.groupby("language", sort=True):
-        design = sm.add_constant(chunk[["len_diff", "len_diff_en", "len_ratio"]].astype(float), has_constant="add")
-        fit = sm.OLS(chunk["change"].astype(float), design).fit()
-        rows.append({"language": language, "n_pairs": len(chunk),
-                     "agreement_change": _mean_pair_correlation(chunk, "change")[0],
-                     "agreement_length": _mean_pair_correlation(chunk.assign(residual=fit.resid), "residual")[0],
-                     "r2_length": float(fit.rsquared)})
-    return pd.DataFrame(rows, columns=["language", "n_pairs", "agreement_change", "agreement_length", "r2_length"])
+        row = {"language": language, "n_pairs": len(chunk), "agreement_change": _mean_pair_correlation(chunk,
+                                                                                                       "change")[0]}
+        row["agreement_length"], row["r2_length"] = _surface_fit(chunk, ["len_diff", "len_diff_en", "len_ratio"])
+        covered = chunk[["zipf_diff", "zipf_diff_en"]].notna().all(axis=1)
+        if covered.mean() > FREQUENCY_COVERAGE:
+            row["n_pairs_frequency"] = int(covered.sum())
+            row["agreement_length_frequency"], row["r2_length_frequency"] = _surface_fit(
+                chunk.loc[covered], ["len_diff", "len_diff_en", "len_ratio", "zipf_diff", "zipf_diff_en"])
+        rows.append(row)
+    return pd.DataFrame(rows).reindex(columns=["language", "n_pairs", "agreement_change", "agreement_length",
+                                               "r2_length", "n_pairs_frequency", "agreement_length_frequency",
+                                               "r2_length_frequency"])
+
+
+def _surface_fit(pairs: pd.DataFrame, terms: list[str]) -> tuple[float, float]:
+    """The models' agreement on the changes once `terms` are regressed out (least squares, with an intercept),
+    and the fit's R². A term that does not vary adds nothing beside the intercept and is left out."""
+    terms = [term for term in terms if pairs[term].nunique() > 1]
+    design = sm.add_constant(pairs[terms].astype(float), has_constant="add")
+    with warnings.catch_warnings():
+        # where terms are collinear only the coefficients are not unique; the residuals and R² read here are
+        warnings.simplefilter("ignore", SingularMatrixWarning)
+        fit = sm.OLS(pairs["change"].astype(float), design).fit()
+    return _mean_pair_correlation(pairs.assign(residual=fit.resid), "residual")[0], float(fit.rsquared)
 
 
 def length_matched(scores: pd.DataFrame, aggregate: str = "mean") -> pd.DataFrame:

@@ -172,6 +172,54 @@ def _translation_pairs_with_similarity(scores: pd.DataFrame, similarity: pd.Data
     return pairs
 
 
+KEPT_SUBSETS: tuple[str, ...] = ("all", "faithful", "faithful, equal fluency")
+# The paper's "equal fluency": a version's fluency within this of its English original's.
+FLUENCY_GAP = 0.1
+
+
+def kept_translations(
+    scores: pd.DataFrame,
+    similarity: pd.DataFrame | None,
+    options: StudyOptions = DEFAULT_OPTIONS,
+    *,
+    threshold: float = 0.9,
+    fluency_gap: float = FLUENCY_GAP,
+) -> pd.DataFrame:
+    """The drops and the carry-over slope when only some translations are kept (the paper's Table 6): all of
+    them; the faithful ones (similarity ≥ `threshold`, `version_similarity`); and the faithful ones the model
+    also handles about as fluently as English (|fluency − English fluency| < `fluency_gap`, per model). A BBQ
+    version has no fluency (its third option is an "unknown" answer, not an unrelated sentence), so it drops
+    out of the last subset, as in the paper.
+
+    One row per subset × language, then per subset "mean": the languages' drops weighted equally, n_pairs their
+    total and the slope over all its pairs. Columns: subset, language, n_pairs, drop (English mean − language
+    mean over the model × version pairs; positive = lower than English), slope (`carry_point`, every pair pooled
+    as it is). Without a similarity table only "all"."""
+    scored = item_scores(scores, options.aggregate)
+    pairs = _translation_pairs_with_similarity(scores, similarity, threshold, options.aggregate)
+    pairs = pairs.dropna(subset=["change"])
+    fluency = scored.set_index(["model", "item_id"])["fluency"]
+    english = scored.loc[scored["variant"] == "original"].set_index(["model", "base_id"])["fluency"]
+    gap = (pairs.join(fluency, on=["model", "item_id"])["fluency"]
+           - pairs.join(english, on=["model", "base_id"])["fluency"]).abs()
+    kept = {"all": pairs}
+    if similarity is not None:
+        faithful = pairs["faithful"].fillna(False).astype(bool)
+        kept.update({"faithful": pairs.loc[faithful],
+                     "faithful, equal fluency": pairs.loc[faithful & (gap < fluency_gap)]})
+    rows = []
+    for subset, chunk in kept.items():
+        by = chunk.groupby("language", sort=True)
+        languages = [{"subset": subset, "language": language, "n_pairs": len(group),
+                      "drop": float(-group["change"].mean()), "slope": carry_point(group)["slope"]}
+                     for language, group in by]
+        rows += languages
+        rows.append({"subset": subset, "language": "mean", "n_pairs": len(chunk),
+                     "drop": float(np.mean([row["drop"] for row in languages])) if languages else np.nan,
+                     "slope": carry_point(chunk)["slope"]})
+    return pd.DataFrame(rows, columns=["subset", "language", "n_pairs", "drop", "slope"])
+
+
 def faithful_only(
     scores: pd.DataFrame,
     similarity: pd.DataFrame,

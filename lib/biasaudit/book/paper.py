@@ -154,9 +154,9 @@ def percentile_se(low: float, high: float, n_bootstrap: int, level: float = 0.95
 
 
 def _interval_rows(name: str, theirs: tuple[float, float], mine: tuple[float, float], n_bootstrap: int,
-                   digits: int) -> list[Compared]:
+                   digits: int, paper_bootstrap: int = PAPER_BOOTSTRAP) -> list[Compared]:
     """Both ends of a bootstrap interval, each within the Monte Carlo error of two sets of resamples."""
-    se = math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, PAPER_BOOTSTRAP))
+    se = math.hypot(percentile_se(*mine, n_bootstrap), percentile_se(*theirs, paper_bootstrap))
     return [Compared(f"{name}, interval {end}", paper_end, float(own_end), digits, mc_se=se)
             for end, paper_end, own_end in zip(("low", "high"), theirs, mine)]
 
@@ -470,37 +470,52 @@ def dimension_rows(results: dict, table: pd.DataFrame, n_bootstrap: int) -> list
 
 
 def faithful_rows(review: dict, faithful: pd.DataFrame, n_bootstrap: int) -> list[Compared]:
-    """Chapter 16 (the paper's Table 6): per language the drop with every translation and with faithful ones
-    only; over the languages (equal weight) both drops and the reduction with its interval; the pairs kept.
+    """Chapter 16 (the paper's Table 6 caption): how much keeping only faithful translations lowers the drop (the
+    languages weighted equally), with its paired interval. The table's own numbers are `kept_rows`.
 
     `review`: review2_checks.json; `faithful`: `analyses.faithful_only` (empty without a similarity table)."""
     paper, by = review.get("faithful"), faithful.set_index("language")
     if not paper or "mean" not in by.index:
         return []
-    rows = []
-    for code in paper.get("drop_all_by_lang", {}):
-        language = "zh" if code == "zh-CN" else code
-        if language in by.index:
-            rows += [Compared(f"drop, every translation, {language}", paper["drop_all_by_lang"][code],
-                              float(by.loc[language, "drop_all"]), 3),
-                     Compared(f"drop, faithful only, {language}", paper["drop_faithful_by_lang"][code],
-                              float(by.loc[language, "drop_faithful"]), 3)]
-    mean, languages = by.loc["mean"], by.drop(index="mean")
-    rows += [Compared("drop, every translation, mean of the languages", paper["ew_all"], float(mean["drop_all"]), 3),
-             Compared("drop, faithful only, mean of the languages", paper["ew_faithful"],
-                      float(mean["drop_faithful"]), 3),
-             Compared("reduction", paper["reduction"], float(mean["reduction"]), 3)]
-    rows += _interval_rows("reduction", tuple(paper["reduction_ci"]), (mean["reduction_low"], mean["reduction_high"]),
-                           n_bootstrap, 3)
-    rows += [Compared("pairs, every translation", paper["pairs_all"], int(languages["n_all"].sum()), 0),
-             Compared("pairs, faithful only", paper["pairs_faithful"], int(languages["n_faithful"].sum()), 0)]
+    mean = by.loc["mean"]
+    return [Compared("reduction", paper["reduction"], float(mean["reduction"]), 3),
+            *_interval_rows("reduction", tuple(paper["reduction_ci"]), (mean["reduction_low"], mean["reduction_high"]),
+                            n_bootstrap, 3, paper_bootstrap=PAPER_REDUCTION_BOOTSTRAP)]
+
+
+# The paper's interval of the reduction rests on 1,000 resamples (its controls script), not 10,000.
+PAPER_REDUCTION_BOOTSTRAP = 1_000
+
+# robustness_checks.json names the subsets of the paper's Table 6 so
+KEPT_NAMES: dict[str, str] = {"all": "all", "faithful": "faithful", "faithful_fluent_nobbq": "faithful, equal fluency"}
+
+
+def kept_rows(robustness: dict, kept: pd.DataFrame) -> list[Compared]:
+    """Chapter 16 (the paper's Table 6): per subset of translations kept (all, faithful, + equal fluency) its
+    pairs, its drop per language and their equal-weight mean, and its carry-over slope.
+
+    `robustness`: robustness_checks.json; `kept`: `analyses.kept_translations`."""
+    by, rows = kept.set_index(["subset", "language"]), []
+    for key, theirs in robustness.get("filters", {}).items():
+        subset = KEPT_NAMES.get(key)
+        if (subset, "mean") not in by.index:
+            continue
+        rows.append(Compared(f"{subset}: pairs", theirs["n"], int(by.loc[(subset, "mean"), "n_pairs"]), 0))
+        for code, drop in theirs.get("drop_by_lang", {}).items():
+            language = "zh" if code == "zh-CN" else code
+            if (subset, language) in by.index:
+                rows.append(Compared(f"{subset}: drop, {language}", drop, float(by.loc[(subset, language), "drop"]), 3))
+        rows += [Compared(f"{subset}: drop, languages weighted equally", theirs["drop_equal_weight"],
+                          float(by.loc[(subset, "mean"), "drop"]), 3),
+                 Compared(f"{subset}: slope", theirs["slope_pooled"], float(by.loc[(subset, "mean"), "slope"]), 2)]
     return rows
 
 
 def surface_rows(review: dict, fit: pd.DataFrame, matched: pd.DataFrame) -> list[Compared]:
     """Chapter 18 (the paper's Table 11): per language the models' agreement on the changes, before and after the
-    continuations' lengths are regressed out, and the R² of the lengths; the equal-length pairs' count, drop and
-    slope beside all pairs'. (The paper's word-frequency column is not computed: see `analyses.length_fit`.)
+    continuations' lengths are regressed out, and the R² of the lengths; where the paper has word frequencies
+    (not Korean, not Swahili), also the agreement and R² with them added (its table prints that R² there); the
+    equal-length pairs' count, drop and slope beside all pairs'.
 
     `review`: review2_checks.json; `fit`: `analyses.length_fit`; `matched`: `analyses.length_matched`."""
     by, rows = fit.set_index("language"), []
@@ -513,6 +528,11 @@ def surface_rows(review: dict, fit: pd.DataFrame, matched: pd.DataFrame) -> list
                      Compared(f"models agree on the change, lengths removed, {language}", theirs["agree_len"],
                               float(mine["agreement_length"]), 2),
                      Compared(f"R² of the lengths, {language}", theirs["r2_len"], float(mine["r2_length"]), 3)]
+            if "agree_len_freq" in theirs:  # the languages whose word frequencies the paper has
+                rows += [Compared(f"models agree on the change, lengths and frequencies removed, {language}",
+                                  theirs["agree_len_freq"], float(mine["agreement_length_frequency"]), 2),
+                         Compared(f"R² of lengths and frequencies, {language}", theirs["r2_len_freq"],
+                                  float(mine["r2_length_frequency"]), 3)]
     paper, by = review.get("length_matched"), matched.set_index("pairs")
     if paper and {"equal length", "all"} <= set(by.index):
         rows += [Compared("equal-length pairs", paper["pairs"], int(by.loc["equal length", "n_pairs"]), 0),

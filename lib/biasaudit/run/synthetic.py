@@ -289,7 +289,9 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "drop_all_by_lang": dict.fromkeys(languages, 0.02), "drop_faithful_by_lang": dict.fromkeys(languages, 0.015),
         "ew_all": 0.02, "ew_faithful": 0.015, "reduction": 0.005, "reduction_ci": [-0.002, 0.011], "share": 0.25,
         "pairs_all": 2000, "pairs_faithful": 1300, "slope_all": 0.26, "slope_faithful": 0.29},
-        "surface": {language: {"agree_raw": 0.45, "agree_len": 0.47, "r2_len": 0.08} for language in languages},
+        "surface": {language: {"agree_raw": 0.45, "agree_len": 0.47, "r2_len": 0.08,
+                               **({} if language in ("ko", "sw") else {"agree_len_freq": 0.46, "r2_len_freq": 0.1})}
+                    for language in languages},
         "length_matched": {"pairs": 400, "drop": 0.024, "slope": 0.33, "drop_all": 0.021, "slope_all": 0.26}},
         indent=1),
         encoding="utf-8")
@@ -315,7 +317,11 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
     (target / "robustness_checks.json").write_text(json.dumps({"summed": {
         "en_mean": 0.6, "cells_negative": 70, "n_sig_bh": 30, "drop_by_lang": dict.fromkeys(languages, 0.05),
         "sig_by_lang": dict.fromkeys(languages, 4), "slope": 0.25, "slope_by_lang": dict.fromkeys(languages, 0.3),
-        "agree_by_lang": dict.fromkeys(languages, 0.6)}}, indent=1), encoding="utf-8")
+        "agree_by_lang": dict.fromkeys(languages, 0.6)},
+        "filters": {subset: {"n": n, "drop_by_lang": dict.fromkeys(languages, drop), "drop_equal_weight": drop,
+                             "slope_pooled": 0.26}
+                    for subset, n, drop in (("all", 2000, 0.02), ("faithful", 1300, 0.015),
+                                            ("faithful_fluent_nobbq", 300, 0.015))}}, indent=1), encoding="utf-8")
 
 
 def contrast_of(row: dict, roles: dict[str, str] | None) -> float:

@@ -6,6 +6,7 @@ import pandas as pd
 
 from biasaudit import analyses
 from biasaudit.book import charts, paper
+from biasaudit.book.prose import language_names, value_range
 from biasaudit.book.report import Report, TableStyle
 from biasaudit.data.languages import language_label
 from biasaudit.run.params import RunParams
@@ -95,8 +96,9 @@ def r2_text(agreement: pd.DataFrame) -> str:
 
 LENGTH_STYLE = TableStyle(columns={
     "language": "language", "n_pairs": "pairs", "agreement_change": "r of changes",
-    "agreement_length": "r of changes, lengths removed", "r2_length": "R² of the lengths"},
-    formats={"language": language_label})
+    "agreement_length": "r of changes, lengths removed", "r2_length": "R² of the lengths",
+    "agreement_length_frequency": "r of changes, lengths and word frequencies removed",
+    "r2_length_frequency": "R² of lengths and frequencies"}, formats={"language": language_label})
 MATCHED_STYLE = TableStyle(columns={"pairs": "translation pairs", "n_pairs": "pairs", "drop": "drop",
                                     "slope": "carry-over slope"})
 
@@ -107,11 +109,22 @@ def length_text(fit: pd.DataFrame, matched: pd.DataFrame) -> str:
                 "scores have them where the release's token_counts.csv is at hand).")
     by = matched.set_index("pairs")
     equal, every = by.loc["equal length"], by.loc["all"]
-    return (f"The lengths explain R² = {fit['r2_length'].min():.3f} to {fit['r2_length'].max():.3f} of the changes. "
-            f"On the {int(equal['n_pairs']):,} pairs whose two continuations have as many tokens as each other, in the "
-            f"version and in English, the drop is {equal['drop']:.3f} and the slope {equal['slope']:.2f}, against "
-            f"{every['drop']:.3f} and {every['slope']:.2f} on all {int(every['n_pairs']):,} pairs: where the drop "
-            "stays on pairs of equal length, length is not what makes it.")
+    with_frequency = fit.dropna(subset=["r2_length_frequency"])
+    if with_frequency.empty:
+        frequency = (" Word frequencies are not added: wordfreq gives word frequencies for too few pairs in every "
+                     "language (or the run has no continuation texts, or frequency is off).")
+    else:
+        r2 = with_frequency["r2_length_frequency"]
+        frequency = (f" With the words' frequencies added (in {language_names(with_frequency['language'].tolist())}, "
+                     "where wordfreq gives word frequencies for more than 90% of the pairs), the R² is "
+                     f"{value_range(r2.min(), r2.max(), 3)}.")
+    return (f"Fitted to the changes per language, the lengths' R² is "
+            f"{value_range(fit['r2_length'].min(), fit['r2_length'].max(), 3)}."
+            f"{frequency} On the {int(equal['n_pairs']):,} pairs whose two continuations have as many tokens as each "
+            f"other, in the version and in English, the drop is {equal['drop']:.3f} and the slope "
+            f"{equal['slope']:.2f}, against {every['drop']:.3f} and {every['slope']:.2f} on all "
+            f"{int(every['n_pairs']):,} pairs: where the drop stays on pairs of equal length, length is not what "
+            "makes it.")
 
 
 def report(params: RunParams) -> Report:
@@ -135,7 +148,8 @@ def report(params: RunParams) -> Report:
         "frequency_text": frequency_text(support, params.frequency),
         "surface_text": surface_text(agreement, n_models), "r2_text": r2_text(agreement),
     })
-    fit = study.computed("length_fit", lambda: analyses.length_fit(study.scores, params.aggregate))
+    fit = study.computed("length_fit", lambda: analyses.length_fit(study.scores, params.aggregate,
+                                                                   frequency=params.frequency), params.frequency)
     matched = study.computed("length_matched", lambda: analyses.length_matched(study.scores, params.aggregate))
     out.add_table("length", fit, LENGTH_STYLE)
     out.add_table("matched", matched, MATCHED_STYLE)

@@ -29,6 +29,38 @@ TESTS_STYLE = TableStyle(columns={
     "reliable": "reliable", "verdict": "verdict (chapter 22)"}, decimals=4, formats={"language": language_label})
 
 
+KEPT_STYLE = TableStyle(decimals=3, formats={"pairs": "{:,}"}, fold_constant=False,
+                        caption="Drop per language (English mean − language mean over model × version pairs; "
+                                "positive: lower than English), their mean with the languages weighted equally, "
+                                "and the carry-over slope over every pair of the subset.")
+
+
+def kept_wide(kept: pd.DataFrame) -> pd.DataFrame:
+    """One row per subset of translations kept, as the paper's Table 6: pairs, the drop per language, the
+    languages' equal-weight mean, the slope."""
+    if kept.empty:
+        return pd.DataFrame(columns=["translations kept", "pairs"])
+    languages = kept.loc[kept["language"] != "mean"]
+    wide = languages.pivot(index="subset", columns="language", values="drop")
+    wide.columns = [language_label(code) for code in wide.columns]
+    mean = kept.loc[kept["language"] == "mean"].set_index("subset")
+    out = pd.concat([mean["n_pairs"].rename("pairs"), wide, mean["drop"].rename("languages weighted equally"),
+                     mean["slope"].rename("slope")], axis=1)
+    out = out.reindex([s for s in analyses.KEPT_SUBSETS if s in out.index])
+    return out.rename_axis("translations kept").reset_index()
+
+
+def kept_text(kept: pd.DataFrame) -> str:
+    mean = kept.loc[kept["language"] == "mean"].set_index("subset")
+    if "faithful, equal fluency" not in mean.index:
+        return "Without a similarity table only the first row, all translations, can be computed."
+    fluent, every = mean.loc["faithful, equal fluency"], mean.loc["all"]
+    return (f"Keeping only faithful translations that the models handle as fluently as English (fluency within "
+            f"{analyses.FLUENCY_GAP:.1f} of the English version's, no BBQ item) leaves {int(fluent['n_pairs']):,} of "
+            f"{int(every['n_pairs']):,} pairs; their drop, the languages weighted equally, is {fluent['drop']:.3f} "
+            f"against {every['drop']:.3f} with every translation.")
+
+
 def judged_text(params: RunParams, scores: pd.DataFrame, similarity: pd.DataFrame | None) -> str:
     translated = scores.loc[scores["variant"] == "translation", "item_id"].drop_duplicates()
     if similarity is None:
@@ -124,6 +156,7 @@ def report(params: RunParams) -> Report:
     judgments = pipeline.read_judgments(params)
     tests = analyses.against_rewording(study.scores, similarity, options, threshold=params.faithful_threshold,
                                        judgments=judgments)
+    kept = analyses.kept_translations(study.scores, similarity, options, threshold=params.faithful_threshold)
     out = Report()
     folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
     if folder:
@@ -131,19 +164,22 @@ def report(params: RunParams) -> Report:
         out.figures["paper"] = paper.block(
             paper.judgment_rows(quality, judgments)
             + paper.item_level_rows(quality, tests, params.n_permutations, params.n_bootstrap)
+            + paper.kept_rows(paper.read_json(folder, "robustness_checks.json"), kept)
             + paper.faithful_rows(paper.read_json(folder, "review2_checks.json"), faithful, params.n_bootstrap),
-            "translation_quality.json, review2_checks.json")
+            "translation_quality.json, robustness_checks.json, review2_checks.json")
     else:
         out.figures["paper"] = None
     out.add_table("faithful", faithful.assign(**{
         f"shown_{name}": with_interval(faithful[column], faithful[f"{column}_low"], faithful[f"{column}_high"], 4)
         for name, column in (("all", "drop_all"), ("faithful", "drop_faithful"), ("reduction", "reduction"))}),
         FAITHFUL_STYLE)
+    out.add_table("kept", kept_wide(kept), KEPT_STYLE)
     verdicts = study.language_verdicts()
     out.add_table("tests", tests.assign(shown_excess=with_interval(tests["excess_drop"], tests["low"], tests["high"], 4))
                   .merge(verdicts[["language", "verdict"]], on="language", how="left"), TESTS_STYLE)
     out.values.update({
         "judged_text": judged_text(params, study.scores, similarity), "faithful_text": faithful_text(faithful),
+        "kept_text": kept_text(kept),
         "tests_text": tests_text(tests, verdicts.set_index("language")["verdict"]),
         "subsets_text": subsets_text(tests, similarity, params.faithful_threshold),
     })
