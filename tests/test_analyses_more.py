@@ -767,3 +767,35 @@ def test_the_translations_kept_for_table_6_by_hand():
         assert mean["n_pairs"] == len(pairs) and mean["drop"] == pytest.approx((drops["es"] + drops["fr"]) / 2)
         assert mean["slope"] == pytest.approx(slope(pairs))
     assert set(analyses.kept_translations(scores, None)["subset"]) == {"all"}, "no similarity table: all only"
+
+
+def test_the_llm_rewordings_beside_the_routes_on_their_items_by_hand():
+    """Table 3's second block: the LLM rewordings cover i1 and i2 of three items; the route de is summarised on
+    those two only, per model (|mean change|, median |change|, SD) and then the median over the two models."""
+    from scipy.special import expit
+
+    from biasaudit.analyses.floor import separate_rewordings
+
+    contrast = {"a": {"i1": (0.4, 0.1, 0.5), "i2": (-0.2, 0.3, -0.1), "i3": (1.0, -2.0, 0.0)},
+                "b": {"i1": (0.0, -0.6, 0.2), "i2": (0.8, 0.2, 0.9), "i3": (0.5, 0.5, 0.0)}}  # en, via de, via llm
+
+    def row(model: str, base: str, via: str, c: float) -> dict:
+        return {"model": model, "item_id": f"{base}/en" + ("" if via == "original" else f"~{via}"), "base_id": base,
+                "source": "written", "dimension": "gender", "category": "trait", "language": "en",
+                "variant": "original" if via == "original" else "rewording", "via": "" if via == "original" else via,
+                "context": "c", "stereotyped": "s", "anti_stereotyped": "a", "third": "t", "third_kind": "unrelated",
+                "lp_mean_stereotyped": -3.0 + c, "lp_mean_anti_stereotyped": -3.0, "lp_mean_third": -6.0}
+
+    scores = pd.DataFrame([row(m, base, via, c[k]) for m, items in contrast.items() for base, c in items.items()
+                           for k, via in enumerate(("original", "de"))])
+    llm = pd.DataFrame([row(m, base, "llm", c[2]) for m, items in contrast.items() for base, c in items.items()
+                        if base != "i3"])
+    table = separate_rewordings(scores, llm).set_index("via")
+    assert list(table.index) == ["de", "llm"] and (table["n_items"] == 2).all()
+    for k, via in ((1, "de"), (2, "llm")):
+        changes = {m: np.array([expit(items[b][k]) - expit(items[b][0]) for b in ("i1", "i2")])
+                   for m, items in contrast.items()}
+        assert table.loc[via, "floor"] == pytest.approx(np.mean([abs(c.mean()) for c in changes.values()]))
+        assert table.loc[via, "median_abs_d"] == pytest.approx(np.mean([np.median(abs(c)) for c in changes.values()]))
+        assert table.loc[via, "sd_d"] == pytest.approx(np.mean([c.std(ddof=1) for c in changes.values()]))
+    assert separate_rewordings(scores, llm.iloc[:0]).empty

@@ -32,6 +32,10 @@ def test_the_summary_counts_the_marks():
     assert paper.summary_text(table) == ("The paper's own numbers beside this run's: of 3, 1 the same at the paper's "
                                          "printed precision, 1 within Monte Carlo error and 1 different (1 of them with "
                                          "the reason beside it).")
+    table = paper.beside([paper.Compared("a", 1.0, 1.0, 2), paper.Compared("d", 0.93, math.nan, 2, why="no hub")])
+    assert table["ours"].tolist() == ["1.00", "—"] and table["mark"].tolist()[1] == "not computed by this run: no hub"
+    assert paper.summary_text(table) == ("The paper's own numbers beside this run's: of 2, 1 the same at the paper's "
+                                         "printed precision, 1 not computed by this run and none different.")
 
 
 def test_chapter_10_shares_its_english_scores_drops_and_reliable_cells_with_table_1():
@@ -256,15 +260,29 @@ def test_chapter_16_sets_the_kept_translations_beside_table_6():
     assert paper.kept_rows(robustness, kept.iloc[:0]) == []
 
 
-def test_chapter_11_sets_the_share_of_fields_returned_unchanged_beside_table_3():
-    numbers = {"fidelity": {"share_identical_by_pivot": {"de": 0.2772, "fi": 0.1602, "ja": 0.0893}}}
+def test_chapter_11_sets_its_rewordings_beside_table_3():
+    numbers = {"fidelity": {"share_identical_by_pivot": {"de": 0.2772, "fi": 0.1602, "ja": 0.0893},
+                            "cos_by_pivot_field_mean": {"de": {"anti_stereotype": 0.9415, "context": 0.9182,
+                                                               "stereotype": 0.9444}}},
+               "extra_pivot": {"de": {"floor": 0.03016, "median_abs_d": 0.06924, "sd_d": 0.16182},
+                               "llm": {"floor": 0.00498, "median_abs_d": 0.03499, "sd_d": 0.0851}}}
     floor = pd.DataFrame({"via": ["de"], "floor": [0.002], "reliable_cells": [0]})
-    same = pd.DataFrame({"pivot": ["de", "fi"], "n_fields": [3258, 3258], "share_unchanged": [0.2801, 0.1702]})
-    rows = {r.quantity: r for r in paper.floor_rows(numbers, floor, None, same)}
+    same = pd.DataFrame({"pivot": ["de", "fi"], "n_fields": [1086, 1086], "share_unchanged": [0.2801, 0.1702]})
+    subset = pd.DataFrame({"via": ["de", "llm"], "n_items": [92, 92], "floor": [0.0304, 0.0064],
+                           "median_abs_d": [0.06924, 0.0350], "sd_d": [0.1618, 0.0851]})
+    similarity = pd.DataFrame({"pivot": ["de"], "field": ["all"], "n_fields": [1086], "similarity": [0.9251]})
+    rows = {r.quantity: r for r in paper.floor_rows(numbers, floor, subset, same, similarity)}
+    # the paper prints the mean of its three fields' similarities: 0.9347 → 0.93, as 0.9251 → 0.93
+    assert rows["similarity to the original, via de"].mark().startswith("same")
     # printed as whole percents: 28% and 28%, 16% and 17%; ja has no count here
     assert rows["fields returned unchanged, via de (the paper's count)"].mark().startswith("same")
     assert rows["fields returned unchanged, via fi (the paper's count)"].mark() == "differs"
-    assert len(rows) == 2 and paper.floor_rows(numbers, floor, None) == []
+    assert rows["via de, on the LLM rewordings' items: floor (median over models)"].mark().startswith("same")
+    assert rows["LLM rewordings: floor (median over models)"].mark() == "differs", "0.005 against 0.006"
+    assert len(rows) == 1 + 2 + 2 * 3
+    rows = paper.floor_rows(numbers, floor, subset.iloc[:0], None, None, "needs the hub")
+    assert [(r.quantity, r.mark()) for r in rows] == [("similarity to the original, via de",
+                                                       "not computed by this run: needs the hub")]
 
 
 def test_a_long_comparison_is_folded_under_its_summary():

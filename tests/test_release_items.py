@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from biasaudit.data.release_files import ReleasedDataError
-from biasaudit.data.release_items import paper_form, paper_items, rewording_sameness
+from biasaudit.data.release_items import paper_form, paper_items, rewording_fields, rewording_sameness
 from biasaudit.data.released import load_released, released_models_in
 
 FIXTURES = Path(__file__).parent / "fixtures" / "paper"
@@ -88,10 +88,61 @@ def test_the_papers_items_as_built_here_are_its_versions(mirror):
     assert not differ, differ[:5]
 
 
-def test_the_papers_same_column_counts_three_fields_as_stored_over_every_rewording():
-    """Table 3's "Same", worked by hand on the fixture: via de, three English prompts are reworded (bbq_Age_901
-    too, which the label fix drops: the paper's count keeps it); of their 9 fields, bbq_Age_901's two options came
-    back unchanged (its third option, unchanged too, is not counted): 2/9. Via ja, gp_901's 3 fields all changed."""
-    same = rewording_sameness(FIXTURES / "prompts.json", FIXTURES / "noise_floor_paraphrases.json")
-    assert same.set_index("pivot").to_dict("index") == {"de": {"n_fields": 9, "share_unchanged": pytest.approx(2 / 9)},
+# The fields of the fixture's rewordings beside their originals, by hand: the label fix puts each option under its
+# role (ss_9001's stored columns are swapped) and leaves bbq_Age_901 out with its rewording.
+REWORDED_FIELDS = [
+    ("de", "gp_901_en", "context", "Context of gp_901 in en.", "Reworded context of gp_901."),
+    ("de", "gp_901_en", "stereotype", "She was tired.", "She was worn out."),
+    ("de", "gp_901_en", "anti_stereotype", "He was tired.", "He was worn out."),
+    ("de", "ss_9001_en", "context", "Context of ss_9001 in en.", "Reworded context of ss_9001."),
+    ("de", "ss_9001_en", "stereotype", "The man was strong.", "The man was powerful."),
+    ("de", "ss_9001_en", "anti_stereotype", "The man was weak.", "The man was weak."),
+    ("ja", "gp_901_en", "context", "Context of gp_901 in en.", "Another rewording of gp_901."),
+    ("ja", "gp_901_en", "stereotype", "She was tired.", "She is tired."),
+    ("ja", "gp_901_en", "anti_stereotype", "He was tired.", "She is tired."),
+]
+
+
+def test_the_papers_same_column_counts_three_fields_of_the_items_it_keeps():
+    """Table 3's "Same", worked by hand on the fixture: the paper compares the label-fixed fields of the items it
+    keeps (via de: gp_901 and ss_9001, 6 fields, of which ss_9001's anti-stereotype came back unchanged: 1/6; its
+    counts, e.g. 28% = 301 of 1,086 fields via German, fit its 362 items, not the 387 reworded); via ja,
+    gp_901's 3 fields all changed."""
+    fields = rewording_fields(FIXTURES / "prompts.json", FIXTURES / "noise_floor_paraphrases.json",
+                              FIXTURES / "label_fix.json")
+    assert list(fields.itertuples(index=False, name=None)) == REWORDED_FIELDS
+    same = rewording_sameness(fields)
+    assert same.set_index("pivot").to_dict("index") == {"de": {"n_fields": 6, "share_unchanged": pytest.approx(1 / 6)},
                                                         "ja": {"n_fields": 3, "share_unchanged": 0.0}}
+
+
+def test_the_papers_similarity_column_averages_each_fields_cosine_with_its_original():
+    """Table 3's "Sim." on the fixture with a made-up embedder (letter counts): per route and field the mean cosine
+    of the hand-listed pairs, and per route over its fields."""
+    import numpy as np
+    from biasaudit.book.chapters.noise_floor import similarity_by_route
+    from biasaudit.translate.judge import Embedder
+
+    class Letters(Embedder):
+        name = "letters"
+
+        def _embed_batch(self, texts):
+            counts = np.array([[t.lower().count(c) for c in "abcdefghijklmnopqrstuvwxyz0123456789"] for t in texts],
+                              dtype=np.float32)
+            return counts / np.linalg.norm(counts, axis=1, keepdims=True)
+
+    def cosine(a: str, b: str) -> float:
+        u, v = Letters(cache=False).embed([a, b])
+        return float(u @ v)
+
+    fields = rewording_fields(FIXTURES / "prompts.json", FIXTURES / "noise_floor_paraphrases.json",
+                              FIXTURES / "label_fix.json")
+    table = similarity_by_route(fields, Letters(cache=False)).set_index(["pivot", "field"])
+    for pivot in ("de", "ja"):
+        mine = [(field, cosine(original, reworded)) for p, _, field, original, reworded in REWORDED_FIELDS if p == pivot]
+        for field in ("context", "stereotype", "anti_stereotype"):
+            expected = np.mean([c for f, c in mine if f == field])
+            assert table.loc[(pivot, field), "similarity"] == pytest.approx(expected)
+        assert table.loc[(pivot, "all"), "similarity"] == pytest.approx(np.mean([c for _, c in mine]))
+        assert table.loc[(pivot, "all"), "n_fields"] == len(mine)
+    assert table.loc[("de", "anti_stereotype"), "similarity"] < 1, "gp_901's changed; ss_9001's came back as it was"

@@ -235,20 +235,24 @@ def model_drop_table(cells: pd.DataFrame, *, decimals: int = 3, mark: str = "†
 
 
 def separate_rewordings(scores: pd.DataFrame, rewordings: pd.DataFrame,
-                        options: StudyOptions = DEFAULT_OPTIONS) -> dict[str, float]:
-    """English rewordings kept apart from the floor's routes (the release's LLM rewordings, Table 3's LLM
-    row) against the run's English originals: n_items, floor (median over models of |English mean −
-    reworded mean|, as a route's floor), median_abs_d (median |change| over model × item pairs) and sd_d
-    (their SD); empty where there are none."""
+                        options: StudyOptions = DEFAULT_OPTIONS) -> pd.DataFrame:
+    """English rewordings kept apart from the floor's routes (the release's LLM rewordings) beside the floor's
+    routes on the same base items (the paper's Table 3, its second block, "92-item subset"). Per route and for
+    the separate rewordings (their own `via`): n_items, floor (median over models of |English mean − reworded
+    mean|, as a route's floor), median_abs_d and sd_d (the median over models of each model's median |change|
+    and of the SD of its changes), as the paper summarises them. Empty where there are none."""
+    columns = ["via", "n_items", "floor", "median_abs_d", "sd_d"]
     if rewordings.empty:
-        return {}
-    originals = scores.loc[(scores["variant"] == "original")
-                           & scores.set_index(["model", "base_id"]).index.isin(
-                               rewordings.set_index(["model", "base_id"]).index)]
-    pairs = english_rewording_pairs(item_scores(pd.concat([originals, rewordings], ignore_index=True),
+        return pd.DataFrame(columns=columns)
+    covered = scores["base_id"].isin(set(rewordings["base_id"])) & (scores["language"] == "en")
+    pairs = english_rewording_pairs(item_scores(pd.concat([scores.loc[covered], rewordings], ignore_index=True),
                                                 options.aggregate)).dropna(subset=["change"])
     if pairs.empty:
-        return {}
-    per_model = pairs.groupby("model")["change"].mean().abs()
-    return {"n_items": int(pairs["base_id"].nunique()), "floor": float(per_model.median()),
-            "median_abs_d": float(pairs["change"].abs().median()), "sd_d": float(pairs["change"].std(ddof=1))}
+        return pd.DataFrame(columns=columns)
+    per_model = pairs.groupby(["via", "model"])["change"].agg(
+        floor=lambda c: abs(c.mean()), median_abs_d=lambda c: c.abs().median(), sd_d=lambda c: c.std(ddof=1))
+    out = per_model.groupby(level="via").median()
+    out.insert(0, "n_items", pairs.groupby("via")["base_id"].nunique())
+    separate = list(rewordings["via"].unique())
+    order = [v for v in out.index if v not in separate] + [v for v in separate if v in out.index]
+    return out.loc[order].reset_index()[columns]

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from IPython.display import HTML
 from scipy.stats import norm
@@ -46,7 +47,9 @@ class Compared:
 
     def mark(self) -> str:
         if any(isinstance(v, float) and math.isnan(v) for v in (self.paper, self.ours)):
-            return "not computed by this run" if math.isnan(self.ours) else "not in the paper's files"
+            if math.isnan(self.ours):
+                return f"not computed by this run: {self.why}" if self.why else "not computed by this run"
+            return "not in the paper's files"
         if round(self.paper, self.digits) == round(self.ours, self.digits):
             return "same at the paper's precision"
         if not math.isnan(self.mc_se) and abs(self.paper - self.ours) <= 2 * self.mc_se:
@@ -56,7 +59,10 @@ class Compared:
 
 def beside(rows: list[Compared]) -> pd.DataFrame:
     """The rows as a table: quantity, the paper's value and this run's at the paper's precision, mark."""
-    return pd.DataFrame([{"quantity": r.quantity, "paper": f"{r.paper:.{r.digits}f}", "ours": f"{r.ours:.{r.digits}f}",
+    def shown(value: float, digits: int) -> str:
+        return "—" if isinstance(value, float) and math.isnan(value) else f"{value:.{digits}f}"
+
+    return pd.DataFrame([{"quantity": r.quantity, "paper": shown(r.paper, r.digits), "ours": shown(r.ours, r.digits),
                           "mark": r.mark()} for r in rows], columns=["quantity", "paper", "ours", "mark"])
 
 
@@ -80,10 +86,11 @@ def read_csv(folder: Path, name: str) -> pd.DataFrame:
     return pd.read_csv(path) if path is not None else pd.DataFrame({"model": []})
 
 
-def rewording_sameness(folder: Path) -> pd.DataFrame | None:
-    """The paper's count of fields its rewordings returned unchanged, where the folder holds the texts."""
-    prompts, rewordings = release_file(folder, "prompts.json"), release_file(folder, "noise_floor_paraphrases.json")
-    return None if prompts is None or rewordings is None else release_items.rewording_sameness(prompts, rewordings)
+def rewording_fields(folder: Path) -> pd.DataFrame | None:
+    """The fields of the paper's rewordings beside their originals (`release_items.rewording_fields`), where the
+    folder holds the texts."""
+    paths = [release_file(folder, name) for name in ("prompts.json", "noise_floor_paraphrases.json", "label_fix.json")]
+    return None if None in paths else release_items.rewording_fields(*paths)
 
 
 def summary_text(table: pd.DataFrame) -> str:
@@ -94,9 +101,12 @@ def summary_text(table: pd.DataFrame) -> str:
     within = table["mark"].str.startswith("within").sum()
     differ = table["mark"].str.startswith("differs").sum()
     explained = table["mark"].str.startswith("differs:").sum()
+    missing = table["mark"].str.startswith("not computed").sum()
     parts = [f"{same} the same at the paper's printed precision"]
     if within:
         parts.append(f"{within} within Monte Carlo error")
+    if missing:
+        parts.append(f"{missing} not computed by this run")
     reasons = ("" if not differ else f" ({explained} of them with the reason beside it)" if explained else
                " (no reason is known for them)")
     parts.append(f"{differ} different{reasons}" if differ else "none different")
@@ -256,18 +266,26 @@ def _code(language: str) -> str:
     return PAPER_CODE.get(language, language)
 
 
-def floor_rows(numbers: dict, floor: pd.DataFrame, llm: dict | None,
-               same: pd.DataFrame | None = None) -> list[Compared]:
-    """Chapter 11 (the paper's Table 3): the floor over all routes and per route, the reliable rewording
-    cells, the LLM rewordings' row, and per route the share of fields returned unchanged (its "Same";
-    `same`: `data.release_items.rewording_sameness`, where the rewording texts are at hand)."""
+def floor_rows(numbers: dict, floor: pd.DataFrame, subset: pd.DataFrame, same: pd.DataFrame | None = None,
+               similarity: pd.DataFrame | None = None, similarity_why: str = "") -> list[Compared]:
+    """Chapter 11 (the paper's Table 3): per route the rewordings' similarity to their originals ("Sim.";
+    `similarity`: `chapters.noise_floor.similarity_by_route`, or None and `similarity_why` saying why) and the share of
+    fields returned unchanged ("Same"; `same`: `release_items.rewording_sameness`); the floor over all routes and
+    per route, the reliable rewording cells; on the items the LLM rewordings cover, each route's and the LLM
+    rewordings' floor, median |change| and SD (`subset`: `analyses.separate_rewordings`)."""
     paper, by = numbers.get("floor", {}), floor.set_index("via")
-    rows = []
-    identical = numbers.get("fidelity", {}).get("share_identical_by_pivot", {})
+    fidelity, rows = numbers.get("fidelity", {}), []
+    mine = similarity.loc[similarity["field"] == "all"].set_index("pivot")["similarity"] if similarity is not None \
+        else pd.Series(dtype=float)
+    for pivot, fields in fidelity.get("cos_by_pivot_field_mean", {}).items():
+        if pivot in by.index:  # the paper prints the mean over its three fields, each over the same rewordings
+            rows.append(Compared(f"similarity to the original, via {pivot}", float(np.mean(list(fields.values()))),
+                                 float(mine.get(pivot, math.nan)), 2, why=similarity_why))
     if same is not None:
-        mine = same.set_index("pivot")["share_unchanged"]
-        rows += [Compared(f"fields returned unchanged, via {pivot} (the paper's count)", value, float(mine[pivot]), 2)
-                 for pivot, value in identical.items() if pivot in mine.index]
+        unchanged = same.set_index("pivot")["share_unchanged"]
+        rows += [Compared(f"fields returned unchanged, via {pivot} (the paper's count)", value,
+                          float(unchanged[pivot]), 2)
+                 for pivot, value in fidelity.get("share_identical_by_pivot", {}).items() if pivot in unchanged.index]
     if "all routes" in by.index and paper:
         rows += [Compared("noise floor, all routes (median of the models' floors)", paper["median_floor"],
                           float(by.loc["all routes", "floor"]), 4),
@@ -276,11 +294,14 @@ def floor_rows(numbers: dict, floor: pd.DataFrame, llm: dict | None,
     for pivot, value in paper.get("median_floor_by_pivot", {}).items():
         if pivot in by.index:
             rows.append(Compared(f"floor, via {pivot}", value, float(by.loc[pivot, "floor"]), 4))
-    extra = numbers.get("extra_pivot", {}).get("llm")
-    if extra and llm:
-        rows += [Compared("LLM rewordings: floor (median over models)", extra["floor"], llm["floor"], 4),
-                 Compared("LLM rewordings: median |change|", extra["median_abs_d"], llm["median_abs_d"], 4),
-                 Compared("LLM rewordings: SD of the changes", extra["sd_d"], llm["sd_d"], 4)]
+    on_subset = subset.set_index("via")
+    for via, theirs in numbers.get("extra_pivot", {}).items():
+        if via in on_subset.index:
+            name = "LLM rewordings" if via == "llm" else f"via {via}, on the LLM rewordings' items"
+            ours = on_subset.loc[via]
+            rows += [Compared(f"{name}: floor (median over models)", theirs["floor"], float(ours["floor"]), 3),
+                     Compared(f"{name}: median |change|", theirs["median_abs_d"], float(ours["median_abs_d"]), 4),
+                     Compared(f"{name}: SD of the changes", theirs["sd_d"], float(ours["sd_d"]), 4)]
     return rows
 
 

@@ -112,36 +112,46 @@ def read_paper_rewordings(path: str | Path, originals: pd.DataFrame, label_fix: 
     return pd.DataFrame(rows, columns=ITEM_COLUMNS)
 
 
-# The fields the paper's Table 3 counts as returned unchanged (its column "Same"), as its files name them.
+# The fields the paper's Table 3 compares with their originals (its columns "Sim." and "Same"), as its files
+# name them. (The similarity is computed in chapter 11: `book.chapters.noise_floor.similarity_by_route`.)
 SAME_FIELDS: tuple[str, ...] = ("context", "stereotype", "anti_stereotype")
 
 
-def rewording_sameness(prompts: str | Path, paraphrases: str | Path) -> pd.DataFrame:
-    """The paper's "Same" of Table 3 from its own files: per route, the share of the fields context,
-    stereotype and anti-stereotype that a rewording returned unchanged (texts compared as stored, spaces at
-    the ends stripped; no other normalisation), over every rewording of an English layer-A prompt.
-
-    The label fix is not applied: it only swaps the two options, which changes no share, and the items it
-    drops keep their rewordings in the paper's count. (The book's own count, `analyses.unchanged_fields`,
-    also counts the third option and compares normalised texts.) Columns: pivot, n_fields, share_unchanged."""
+def rewording_fields(prompts: str | Path, paraphrases: str | Path, label_fix: str | Path) -> pd.DataFrame:
+    """Every field the paper's Table 3 sets beside its original: per rewording of an English layer-A prompt, its
+    context, stereotype and anti-stereotype, each option under the role the label fix gives it, and the
+    original's text of that field. As in the paper, the items the label fix drops are left out (their
+    rewordings with them: 362 items per route). Columns: pivot, prompt_id, field, original, reworded."""
     prompts, paraphrases = Path(prompts), Path(paraphrases)
+    mapping = read_label_fix(Path(label_fix))
     english = {str(r.get("id")): r for r in read_release_json(prompts, list, "a list of item versions")
                if r.get("language") == "en" and r.get("layer") == "A"}
     rows = []
     for seed, variants in read_release_json(paraphrases, dict, "an object of seed -> rewordings").items():
         for prompt_id, version in variants.items():
             original = english.get(str(prompt_id))
-            if original is None:
+            base = str(original.get("base_id") or "") if original is not None else ""
+            if original is None or (base in mapping and mapping[base] is None):
                 continue
+            roles = mapping.get(base) or {}
             for field in SAME_FIELDS:
-                if not isinstance(version.get(field), str) or not isinstance(original.get(field), str):
-                    raise ReleasedDataError(f"{paraphrases}: seed {seed}, {prompt_id!r}, field {field!r}: no text "
+                stored = roles.get(field, field)
+                if not isinstance(version.get(stored), str) or not isinstance(original.get(stored), str):
+                    raise ReleasedDataError(f"{paraphrases}: seed {seed}, {prompt_id!r}, field {stored!r}: no text "
                                             "here or in prompts.json")
-                rows.append({"pivot": version.get("pivot"),
-                             "unchanged": version[field].strip() == original[field].strip()})
-    table = pd.DataFrame(rows, columns=["pivot", "unchanged"])
-    return (table.groupby("pivot", as_index=False).agg(n_fields=("unchanged", "size"),
-                                                       share_unchanged=("unchanged", "mean")))
+                rows.append({"pivot": version.get("pivot"), "prompt_id": str(prompt_id), "field": field,
+                             "original": original[stored], "reworded": version[stored]})
+    return pd.DataFrame(rows, columns=["pivot", "prompt_id", "field", "original", "reworded"])
+
+
+def rewording_sameness(fields: pd.DataFrame) -> pd.DataFrame:
+    """The paper's "Same" of Table 3: per route, the share of the fields of `rewording_fields` returned unchanged
+    (texts compared as stored, spaces at the ends stripped; no other normalisation). (The book's own count,
+    `analyses.unchanged_fields`, also counts the third option and compares normalised texts.) Columns: pivot,
+    n_fields, share_unchanged."""
+    unchanged = fields.assign(unchanged=fields["original"].str.strip() == fields["reworded"].str.strip())
+    return unchanged.groupby("pivot", as_index=False).agg(n_fields=("unchanged", "size"),
+                                                          share_unchanged=("unchanged", "mean"))
 
 
 def paper_items(prompts: str | Path, label_fix: str | Path, rewordings: str | Path | None = None

@@ -271,6 +271,10 @@ class ChapterParams(_Section):
         description="per-version similarity from the judging stage, under runs/<run>/")
     lean: float = Field(0.05, ge=0, lt=0.5, description="an item leans when its soft score is more than this from 0.5")
     frequency: bool = Field(True, description="word frequencies from wordfreq, in the languages it covers")
+    rewording_embedder: str = Field("",
+        description="sentence-transformers id that scores a released run's rewordings against their originals "
+                    "(Table 3's similarity; the paper's: sentence-transformers/all-MiniLM-L6-v2, needs the hub); "
+                    "empty: not computed")
     deltas: list[float] = Field(default_factory=lambda: [0.0, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.08, 0.1],
         description="injected shifts (soft score)")
     n_runs: int = Field(100, ge=1, description="seeded repetitions per shift")

@@ -265,8 +265,12 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
                                    "n_sig_bin": 3} for lang in languages},
         "floor": {"median_floor": 0.0075, "median_floor_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.008),
                   "n_sig_bh05": 0},
-        "extra_pivot": {"llm": {"floor": 0.005, "median_abs_d": 0.035, "sd_d": 0.085}},
-        "fidelity": {"share_identical_by_pivot": {"de": 0.28, "fi": 0.16, "ja": 0.09}},
+        "extra_pivot": {via: {"floor": 0.005, "median_abs_d": 0.035, "sd_d": 0.085}
+                        for via in (*RELEASE_PIVOTS, "llm")},
+        "fidelity": {"share_identical_by_pivot": {"de": 0.28, "fi": 0.16, "ja": 0.09},
+                     "cos_by_pivot_field_mean": {
+                         pivot: dict.fromkeys(("context", "stereotype", "anti_stereotype"), 0.92)
+                         for pivot in RELEASE_PIVOTS}},
         "slope_cross": 0.26, "slope_para": 0.66, "corr_cross": 0.23, "corr_para": 0.48,
         "slope_by_lang": dict.fromkeys(languages, 0.3), "slope_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.7),
         "agree_by_lang": dict.fromkeys(languages, 0.6), "agree_by_pivot": dict.fromkeys(RELEASE_PIVOTS, 0.7),

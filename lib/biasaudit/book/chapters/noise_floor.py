@@ -6,10 +6,13 @@ import pandas as pd
 
 from biasaudit.analyses.floor import model_floors, separate_rewordings
 from biasaudit.book import charts, paper
+from biasaudit.book.prose import value_range
 from biasaudit.book.report import Report, TableStyle
+from biasaudit.data import release_items
 from biasaudit.run import pipeline
 from biasaudit.run.params import RunParams
 from biasaudit.run.study import Study
+from biasaudit.translate.judge import Embedder, load_embedder, pairwise_cosine
 
 FLOOR_STYLE = TableStyle(columns={
     "via": "route", "n_models": "models", "n_items": "items", "share_unchanged": "text fields unchanged",
@@ -40,14 +43,55 @@ def above_model_floor(language_cells: pd.DataFrame, floor_cells: pd.DataFrame) -
     return language_cells["drop"].abs() > model_floor
 
 
-def llm_text(llm: dict) -> str:
-    """The release's LLM rewordings, a comparison of their own beside the floor's routes ("" without them)."""
-    if not llm:
+SUBSET_STYLE = TableStyle(columns={
+    "via": "rewording", "n_items": "items", "floor": "floor (median over models)",
+    "median_abs_d": "median |change| (median over models)", "sd_d": "SD of the changes (median over models)"},
+    decimals=4, empty="")
+
+
+def llm_text(subset: pd.DataFrame, routes: list[str]) -> str:
+    """The release's LLM rewordings, a comparison of their own beside the floor's routes on the same items
+    (`separate_rewordings`; "" without them)."""
+    separate = subset.loc[~subset["via"].isin(routes)]
+    if separate.empty:
         return ""
-    return (f" The release also rewords {llm['n_items']} English items with an LLM instead of a round trip (the "
-            f"paper's Table 3 sets them apart; they are no route of the floor): their floor, the median over models "
-            f"of |English − reworded|, is {llm['floor']:.4f}, with a median |change| per item of "
-            f"{llm['median_abs_d']:.4f} and an SD of {llm['sd_d']:.4f}.")
+    llm, same_items = separate.iloc[0], subset.loc[subset["via"].isin(routes)]
+    text = (f" The release also rewords {int(llm['n_items'])} English items with an LLM instead of a round trip "
+            f"(the paper's Table 3 sets them apart; they are no route of the floor): their floor, the median over "
+            f"models of |English − reworded|, is {llm['floor']:.4f}, with a median |change| per item of "
+            f"{llm['median_abs_d']:.4f} and an SD of {llm['sd_d']:.4f}")
+    if same_items.empty:
+        return text + "."
+    floors = value_range(same_items["floor"].min(), same_items["floor"].max(), 4)
+    return text + f"; on the same items the round trips' floors are {floors} (the table below)."
+
+
+def similarity_by_route(fields: pd.DataFrame, embedder: Embedder) -> pd.DataFrame:
+    """The paper's "Sim." of Table 3: per route and field, the mean cosine between each field of
+    `release_items.rewording_fields` and its original (texts as stored, unit-length embeddings of `embedder`;
+    the paper's is the English all-MiniLM-L6-v2), and per route over all three fields ("all"). Columns: pivot,
+    field, n_fields, similarity."""
+    scored = fields.assign(similarity=pairwise_cosine(embedder, fields["original"].tolist(),
+                                                      fields["reworded"].tolist()))
+    per_field = scored.groupby(["pivot", "field"], as_index=False).agg(n_fields=("similarity", "size"),
+                                                                       similarity=("similarity", "mean"))
+    overall = scored.groupby("pivot", as_index=False).agg(n_fields=("similarity", "size"),
+                                                          similarity=("similarity", "mean")).assign(field="all")
+    return pd.concat([per_field, overall], ignore_index=True)[["pivot", "field", "n_fields", "similarity"]]
+
+
+def rewording_similarity(fields: pd.DataFrame | None, embedder: str) -> tuple[pd.DataFrame | None, str]:
+    """The released rewordings' similarity to their originals with `embedder` (Table 3's "Sim."), or None and why
+    it could not be computed."""
+    if fields is None:
+        return None, "the release's rewording texts (noise_floor_paraphrases.json) are not at hand"
+    if not embedder:
+        return None, ("set rewording_embedder to the paper's sentence-transformers/all-MiniLM-L6-v2 (needs "
+                      "sentence-transformers and the model hub)")
+    try:
+        return similarity_by_route(fields, load_embedder(embedder)), ""
+    except (ImportError, OSError, ValueError) as err:
+        return None, f"the embedder {embedder} could not be loaded ({err})"
 
 
 def report(params: RunParams) -> Report:
@@ -84,12 +128,19 @@ def report(params: RunParams) -> Report:
         "same_choice_all": float(overall["same_choice"]),
         "floor_against_noise": floor_against_noise(float(overall["floor"]), float(overall["noise_only"])),
     })
-    llm = separate_rewordings(study.scores, pipeline.read_llm_rewordings(params), study.options)
-    out.values["floor_against_noise"] += llm_text(llm)
+    subset = separate_rewordings(study.scores, pipeline.read_llm_rewordings(params), study.options)
+    out.add_table("llm", subset, SUBSET_STYLE)
+    out.values["floor_against_noise"] += llm_text(subset, routes["via"].tolist())
     folder = paper.paper_files(params, sorted(study.scores["model"].unique()))
-    out.figures["paper"] = paper.block(paper.floor_rows(paper.read_json(folder, "paper_numbers.json"), floor, llm,
-                                                        paper.rewording_sameness(folder)),
-                                       "paper_numbers.json") if folder else None
+    if folder:
+        fields = paper.rewording_fields(folder)
+        similarity, why = rewording_similarity(fields, params.rewording_embedder)
+        out.figures["paper"] = paper.block(paper.floor_rows(
+            paper.read_json(folder, "paper_numbers.json"), floor, subset,
+            release_items.rewording_sameness(fields) if fields is not None else None, similarity, why),
+            "paper_numbers.json")
+    else:
+        out.figures["paper"] = None
     out.figures["floor"] = charts.floor_bars(floor)
     out.figures["heatmap"] = charts.drop_heatmap(cells, group="via",
                                                  title="English minus reworded English, by model and route")
