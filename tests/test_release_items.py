@@ -146,3 +146,19 @@ def test_the_papers_similarity_column_averages_each_fields_cosine_with_its_origi
         assert table.loc[(pivot, "all"), "similarity"] == pytest.approx(np.mean([c for _, c in mine]))
         assert table.loc[(pivot, "all"), "n_fields"] == len(mine)
     assert table.loc[("de", "anti_stereotype"), "similarity"] < 1, "gp_901's changed; ss_9001's came back as it was"
+
+
+def test_chapter_11_says_why_it_has_no_similarity(monkeypatch):
+    from biasaudit.book.chapters import noise_floor
+
+    fields = pd.DataFrame({"pivot": ["de"], "prompt_id": ["x_en"], "field": ["context"], "original": ["a"],
+                           "reworded": ["b"]})
+    assert noise_floor.rewording_similarity(None, "any")[1].startswith("the release's rewording texts")
+    assert "set rewording_embedder" in noise_floor.rewording_similarity(fields, "")[1]
+
+    def offline(name):
+        raise OSError(f"cannot reach the hub for {name}")
+
+    monkeypatch.setattr(noise_floor, "load_embedder", offline)
+    similarity, why = noise_floor.rewording_similarity(fields, "sentence-transformers/all-MiniLM-L6-v2")
+    assert similarity is None and "could not be loaded (cannot reach the hub" in why

@@ -86,8 +86,8 @@ def rewording_similarity(fields: pd.DataFrame | None, embedder: str) -> tuple[pd
     if fields is None:
         return None, "the release's rewording texts (noise_floor_paraphrases.json) are not at hand"
     if not embedder:
-        return None, ("set rewording_embedder to the paper's sentence-transformers/all-MiniLM-L6-v2 (needs "
-                      "sentence-transformers and the model hub)")
+        return None, ("set rewording_embedder to the paper's sentence-transformers/all-MiniLM-L6-v2 (needs the "
+                      "model hub and the project's hub extra: pip install -e '.[hub]')")
     try:
         return similarity_by_route(fields, load_embedder(embedder)), ""
     except (ImportError, OSError, ValueError) as err:
