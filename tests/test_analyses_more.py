@@ -798,4 +798,7 @@ def test_the_llm_rewordings_beside_the_routes_on_their_items_by_hand():
         assert table.loc[via, "floor"] == pytest.approx(np.mean([abs(c.mean()) for c in changes.values()]))
         assert table.loc[via, "median_abs_d"] == pytest.approx(np.mean([np.median(abs(c)) for c in changes.values()]))
         assert table.loc[via, "sd_d"] == pytest.approx(np.mean([c.std(ddof=1) for c in changes.values()]))
+        pooled = np.concatenate(list(changes.values())).std(ddof=1)
+        assert table.loc[via, "sd_pooled"] == pytest.approx(pooled)
+        assert table.loc[via, "noise_only_pooled"] == pytest.approx(pooled * np.sqrt(2 / (np.pi * 2)))
     assert separate_rewordings(scores, llm.iloc[:0]).empty

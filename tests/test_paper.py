@@ -271,7 +271,11 @@ def test_chapter_11_sets_its_rewordings_beside_table_3():
     subset = pd.DataFrame({"via": ["de", "llm"], "n_items": [92, 92], "floor": [0.0304, 0.0064],
                            "median_abs_d": [0.06924, 0.0350], "sd_d": [0.1618, 0.0851]})
     similarity = pd.DataFrame({"pivot": ["de"], "field": ["all"], "n_fields": [1086], "similarity": [0.9251]})
-    rows = {r.quantity: r for r in paper.floor_rows(numbers, floor, subset, same, similarity)}
+    subset = subset.assign(sd_pooled=[0.1, 0.0970], noise_only_pooled=[0.01, 0.0083])
+    llm_floor = {"sd": 0.09704, "n_items": 92, "expected": 0.008072, "observed_median": 0.00498}
+    rows = {r.quantity: r for r in paper.floor_rows(numbers, floor, subset, same, similarity, "", llm_floor)}
+    assert [rows[f"LLM rewordings: {q}"].mark()[:4] for q in ("items", "SD of the changes, all pairs",
+                                                              "noise-only value")] == ["same", "same", "diff"]
     # the paper prints the mean of its three fields' similarities: 0.9347 → 0.93, as 0.9251 → 0.93
     assert rows["similarity to the original, via de"].mark().startswith("same")
     # printed as whole percents: 28% and 28%, 16% and 17%; ja has no count here
@@ -279,7 +283,7 @@ def test_chapter_11_sets_its_rewordings_beside_table_3():
     assert rows["fields returned unchanged, via fi (the paper's count)"].mark() == "differs"
     assert rows["via de, on the LLM rewordings' items: floor (median over models)"].mark().startswith("same")
     assert rows["LLM rewordings: floor (median over models)"].mark() == "differs", "0.005 against 0.006"
-    assert len(rows) == 1 + 2 + 2 * 3
+    assert len(rows) == 1 + 2 + 2 * 3 + 3
     rows = paper.floor_rows(numbers, floor, subset.iloc[:0], None, None, "needs the hub")
     assert [(r.quantity, r.mark()) for r in rows] == [("similarity to the original, via de",
                                                        "not computed by this run: needs the hub")]
@@ -345,6 +349,21 @@ def test_the_equal_length_pairs_are_the_papers(mirror):
     matched = analyses.length_matched(with_token_counts(every, counts)).set_index("pairs")["n_pairs"]
     published = json.loads((mirror / "review2_checks.json").read_text())["length_matched"]["pairs"]
     assert (matched["equal length"], matched["all"]) == (published, 24970) == (4778, 24970)
+
+
+@pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv",
+                    "llama3.1-8b_noise_floor_llm.csv", "label_fix.json", "robustness_checks.json")
+def test_the_llm_rewordings_cover_the_papers_92_items(mirror):
+    """Table 3's second block: the release's LLM rewordings, labels fixed, cover the paper's 92 items, and every
+    route is summarised on those same items."""
+    from biasaudit.analyses.floor import separate_rewordings
+    from biasaudit.data.release_import import read_llm_rewordings
+
+    table = separate_rewordings(read_released(mirror, models=["llama3.1-8b"]),
+                                read_llm_rewordings(mirror, models=["llama3.1-8b"])).set_index("via")
+    published = json.loads((mirror / "robustness_checks.json").read_text())["llm_floor"]["n_items"]
+    assert list(table.index) == ["de", "fi", "ja", "llm"]
+    assert table.loc["llm", "n_items"] == published == 92 and (table["n_items"] <= 92).all()
 
 
 @pytest.mark.mirror("released", "llama3.1-8b_checkpoint.csv", "llama3.1-8b_noise_floor.csv", "label_fix.json",

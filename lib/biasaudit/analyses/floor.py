@@ -240,8 +240,10 @@ def separate_rewordings(scores: pd.DataFrame, rewordings: pd.DataFrame,
     routes on the same base items (the paper's Table 3, its second block, "92-item subset"). Per route and for
     the separate rewordings (their own `via`): n_items, floor (median over models of |English mean − reworded
     mean|, as a route's floor), median_abs_d and sd_d (the median over models of each model's median |change|
-    and of the SD of its changes), as the paper summarises them. Empty where there are none."""
-    columns = ["via", "n_items", "floor", "median_abs_d", "sd_d"]
+    and of the SD of its changes), as the paper summarises them; sd_pooled (the SD of the changes over every
+    model × item pair) and noise_only_pooled = sd_pooled·sqrt(2/(π·n_items)), the |mean| that pure scatter of
+    that size gives on average (the paper's "expected" floor of its LLM rewordings). Empty where there are none."""
+    columns = ["via", "n_items", "floor", "median_abs_d", "sd_d", "sd_pooled", "noise_only_pooled"]
     if rewordings.empty:
         return pd.DataFrame(columns=columns)
     covered = scores["base_id"].isin(set(rewordings["base_id"])) & (scores["language"] == "en")
@@ -253,6 +255,8 @@ def separate_rewordings(scores: pd.DataFrame, rewordings: pd.DataFrame,
         floor=lambda c: abs(c.mean()), median_abs_d=lambda c: c.abs().median(), sd_d=lambda c: c.std(ddof=1))
     out = per_model.groupby(level="via").median()
     out.insert(0, "n_items", pairs.groupby("via")["base_id"].nunique())
+    out["sd_pooled"] = pairs.groupby("via")["change"].std(ddof=1)
+    out["noise_only_pooled"] = out["sd_pooled"] * np.sqrt(2 / (np.pi * out["n_items"]))
     separate = list(rewordings["via"].unique())
     order = [v for v in out.index if v not in separate] + [v for v in separate if v in out.index]
     return out.loc[order].reset_index()[columns]

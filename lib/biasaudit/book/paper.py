@@ -267,12 +267,15 @@ def _code(language: str) -> str:
 
 
 def floor_rows(numbers: dict, floor: pd.DataFrame, subset: pd.DataFrame, same: pd.DataFrame | None = None,
-               similarity: pd.DataFrame | None = None, similarity_why: str = "") -> list[Compared]:
+               similarity: pd.DataFrame | None = None, similarity_why: str = "",
+               llm_floor: dict | None = None) -> list[Compared]:
     """Chapter 11 (the paper's Table 3): per route the rewordings' similarity to their originals ("Sim.";
     `similarity`: `chapters.noise_floor.similarity_by_route`, or None and `similarity_why` saying why) and the share of
     fields returned unchanged ("Same"; `same`: `release_items.rewording_sameness`); the floor over all routes and
     per route, the reliable rewording cells; on the items the LLM rewordings cover, each route's and the LLM
-    rewordings' floor, median |change| and SD (`subset`: `analyses.separate_rewordings`)."""
+    rewordings' floor, median |change| and SD (`subset`: `analyses.separate_rewordings`); the LLM rewordings'
+    items, the SD of all their changes and the noise-only value it implies (`llm_floor`: robustness_checks.json's
+    "llm_floor")."""
     paper, by = numbers.get("floor", {}), floor.set_index("via")
     fidelity, rows = numbers.get("fidelity", {}), []
     mine = similarity.loc[similarity["field"] == "all"].set_index("pivot")["similarity"] if similarity is not None \
@@ -302,6 +305,12 @@ def floor_rows(numbers: dict, floor: pd.DataFrame, subset: pd.DataFrame, same: p
             rows += [Compared(f"{name}: floor (median over models)", theirs["floor"], float(ours["floor"]), 3),
                      Compared(f"{name}: median |change|", theirs["median_abs_d"], float(ours["median_abs_d"]), 4),
                      Compared(f"{name}: SD of the changes", theirs["sd_d"], float(ours["sd_d"]), 4)]
+    if llm_floor and "llm" in on_subset.index:
+        ours = on_subset.loc["llm"]
+        rows += [Compared("LLM rewordings: items", llm_floor["n_items"], int(ours["n_items"]), 0),
+                 Compared("LLM rewordings: SD of the changes, all pairs", llm_floor["sd"], float(ours["sd_pooled"]), 4),
+                 Compared("LLM rewordings: noise-only value", llm_floor["expected"],
+                          float(ours["noise_only_pooled"]), 4)]
     return rows
 
 

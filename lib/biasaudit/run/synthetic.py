@@ -322,6 +322,7 @@ def _made_up_inputs(target: Path, models, bases: list[tuple[str, str]], rng: np.
         "en_mean": 0.6, "cells_negative": 70, "n_sig_bh": 30, "drop_by_lang": dict.fromkeys(languages, 0.05),
         "sig_by_lang": dict.fromkeys(languages, 4), "slope": 0.25, "slope_by_lang": dict.fromkeys(languages, 0.3),
         "agree_by_lang": dict.fromkeys(languages, 0.6)},
+        "llm_floor": {"sd": 0.097, "n_items": 10, "expected": 0.008, "observed_median": 0.005},
         "filters": {subset: {"n": n, "drop_by_lang": dict.fromkeys(languages, drop), "drop_equal_weight": drop,
                              "slope_pooled": 0.26}
                     for subset, n, drop in (("all", 2000, 0.02), ("faithful", 1300, 0.015),

@@ -137,8 +137,9 @@ def report(params: RunParams) -> Report:
         similarity, why = rewording_similarity(fields, params.rewording_embedder)
         out.figures["paper"] = paper.block(paper.floor_rows(
             paper.read_json(folder, "paper_numbers.json"), floor, subset,
-            release_items.rewording_sameness(fields) if fields is not None else None, similarity, why),
-            "paper_numbers.json")
+            release_items.rewording_sameness(fields) if fields is not None else None, similarity, why,
+            paper.read_json(folder, "robustness_checks.json").get("llm_floor")),
+            "paper_numbers.json, robustness_checks.json")
     else:
         out.figures["paper"] = None
     out.figures["floor"] = charts.floor_bars(floor)
