@@ -84,14 +84,14 @@ def rewording_similarity(fields: pd.DataFrame | None, embedder: str) -> tuple[pd
     """The released rewordings' similarity to their originals with `embedder` (Table 3's "Sim."), or None and why
     it could not be computed."""
     if fields is None:
-        return None, "the release's rewording texts (noise_floor_paraphrases.json) are not at hand"
+        return None, "needs the release's rewording texts (noise_floor_paraphrases.json)"
     if not embedder:
-        return None, ("set rewording_embedder to the paper's sentence-transformers/all-MiniLM-L6-v2 (needs the "
-                      "model hub and the project's hub extra: pip install -e '.[hub]')")
+        return None, "needs rewording_embedder: sentence-transformers/all-MiniLM-L6-v2 (from the model hub)"
     try:
         return similarity_by_route(fields, load_embedder(embedder)), ""
     except (ImportError, OSError, ValueError) as err:
-        return None, f"the embedder {embedder} could not be loaded ({err})"
+        reason = str(err).splitlines()[0][:160] if str(err) else type(err).__name__
+        return None, f"could not load {embedder} ({reason})"
 
 
 def report(params: RunParams) -> Report:
