@@ -89,13 +89,13 @@ from biasaudit.analyses.subsets import (
 
 __all__ = [
     "CELL_COLUMNS", "CHANGES", "CONTRAST_SUBSETS", "ERROR_FLAGS", "FLUENCY_GAP", "ITEM_KEYS", "KEPT_SUBSETS",
-    "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording", "by_dimension", "by_source", "carry_over_pairs", "carry_over_table",
-    "carry_point", "case_study", "cell_tests", "cells_from_pairs", "check_scores", "detection_power",
-    "english_rewording_pairs", "error_example", "error_settings", "faithful_only", "floor_cells", "has_aggregate",
-    "item_scores", "judged_versions", "kept_translations", "label_errors", "language_detection", "language_drops",
-    "length_fit", "length_matched", "model_agreement", "model_drop_table", "model_floors", "model_gaps",
-    "model_language_drops", "noise_floor", "option_logprobs", "paired_with_english", "paper_spike_in", "pick_case",
-    "released_label_settings", "score_summary", "ScoresError", "setting_name", "summed_vs_mean",
+    "SOURCE_ORDER", "SURFACE_FEATURES", "against_rewording", "by_dimension", "by_source", "carry_over_pairs",
+    "carry_over_table", "carry_point", "case_study", "cell_tests", "cells_from_pairs", "check_scores",
+    "detection_power", "english_rewording_pairs", "error_example", "error_settings", "faithful_only", "floor_cells",
+    "has_aggregate", "item_scores", "judged_versions", "kept_translations", "label_errors", "language_detection",
+    "language_drops", "length_fit", "length_matched", "model_agreement", "model_drop_table", "model_floors",
+    "model_gaps", "model_language_drops", "noise_floor", "option_logprobs", "paired_with_english", "paper_spike_in",
+    "pick_case", "released_label_settings", "score_summary", "ScoresError", "setting_name", "summed_vs_mean",
     "surface_properties", "translations_kept", "unchanged_fields", "version_similarity",
     "within_language_same_items", "word_frequency_support",
 ]

@@ -516,7 +516,7 @@ def faithful_rows(review: dict, faithful: pd.DataFrame, n_bootstrap: int) -> lis
 # The paper's interval of the reduction rests on 1,000 resamples (its controls script), not 10,000.
 PAPER_REDUCTION_BOOTSTRAP = 1_000
 
-# robustness_checks.json names the subsets of the paper's Table 6 so
+# The names robustness_checks.json gives the subsets of the paper's Table 6, and this book's names for them.
 KEPT_NAMES: dict[str, str] = {"all": "all", "faithful": "faithful", "faithful_fluent_nobbq": "faithful, equal fluency"}
 
 

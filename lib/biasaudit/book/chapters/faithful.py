@@ -57,8 +57,8 @@ def kept_text(kept: pd.DataFrame) -> str:
     fluent, every = mean.loc["faithful, equal fluency"], mean.loc["all"]
     return (f"Keeping only faithful translations that the models handle as fluently as English (fluency within "
             f"{analyses.FLUENCY_GAP:.1f} of the English version's, no BBQ item) leaves "
-            f"{int(fluent['n_pairs']):,} of {int(every['n_pairs']):,} pairs; their drop, the languages weighted equally, is {fluent['drop']:.3f} "
-            f"against {every['drop']:.3f} with every translation.")
+            f"{int(fluent['n_pairs']):,} of {int(every['n_pairs']):,} pairs; their drop, the languages weighted "
+            f"equally, is {fluent['drop']:.3f} against {every['drop']:.3f} with every translation.")
 
 
 def judged_text(params: RunParams, scores: pd.DataFrame, similarity: pd.DataFrame | None) -> str:

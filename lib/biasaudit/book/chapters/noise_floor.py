@@ -59,7 +59,7 @@ def llm_text(subset: pd.DataFrame, routes: list[str]) -> str:
     text = (f" The release also rewords {int(llm['n_items'])} English items with an LLM instead of a round trip "
             f"(the paper's Table 3 sets them apart; they are no route of the floor): their floor, the median over "
             f"models of |English − reworded|, is {llm['floor']:.4f}, with a median |change| per item of "
-            f"{llm['median_abs_d']:.4f} and an SD of {llm['sd_d']:.4f}")
+            f"{llm['median_abs_d']:.4f} and an SD of {llm['sd_d']:.4f} (each the median over models)")
     if same_items.empty:
         return text + "."
     floors = value_range(same_items["floor"].min(), same_items["floor"].max(), 4)
