@@ -511,3 +511,21 @@ def test_the_preserved_translations_carry_over_is_said_beside_every_translations
     assert carry_over.preserved_text(table, preserved).startswith(
         "On the 17,290 translated pairs whose contrast is preserved (357 base items), the slope is 0.28 (95% interval "
         "0.24 to 0.32) and r 0.27, against 0.26 and 0.23 with every translation.")
+
+
+def test_chapter_18_says_where_word_frequencies_enter_the_length_fit():
+    nan = float("nan")
+    fit = pd.DataFrame({"language": ["es", "ko"], "n_pairs": [349, 361], "agreement_change": [nan, nan],
+                        "agreement_length": [nan, nan], "r2_length": [0.1087, 0.0671],
+                        "n_pairs_frequency": [349, nan], "agreement_length_frequency": [nan, nan],
+                        "r2_length_frequency": [0.1594, nan]})
+    matched = pd.DataFrame({"pairs": ["equal length", "all"], "n_pairs": [503, 2497], "drop": [0.029, 0.0173],
+                            "slope": [0.407, 0.326]})
+    text = agreement.length_text(fit, matched)
+    assert text.startswith("Fitted to the changes per language, the lengths' R² is from 0.067 to 0.109. With the "
+                           "words' frequencies added (in Spanish (es), where")
+    assert "the R² is 0.159." in text and "it needs at least two models" in text
+    fit = fit.assign(r2_length_frequency=nan, agreement_change=[0.3, 0.4])
+    text = agreement.length_text(fit, matched)
+    assert "Word frequencies are not added" in text and "two models" not in text
+    assert "On the 503 pairs" in text and "against 0.017 and 0.33 on all 2,497 pairs" in text

@@ -118,9 +118,11 @@ def length_text(fit: pd.DataFrame, matched: pd.DataFrame) -> str:
         frequency = (f" With the words' frequencies added (in {language_names(with_frequency['language'].tolist())}, "
                      "where wordfreq gives word frequencies for more than 90% of the pairs), the R² is "
                      f"{value_range(r2.min(), r2.max(), 3)}.")
+    alone = (" The models' agreement is not shown: it needs at least two models."
+             if fit["agreement_change"].isna().all() else "")
     return (f"Fitted to the changes per language, the lengths' R² is "
             f"{value_range(fit['r2_length'].min(), fit['r2_length'].max(), 3)}."
-            f"{frequency} On the {int(equal['n_pairs']):,} pairs whose two continuations have as many tokens as each "
+            f"{frequency}{alone} On the {int(equal['n_pairs']):,} pairs whose two continuations have as many tokens as each "
             f"other, in the version and in English, the drop is {equal['drop']:.3f} and the slope "
             f"{equal['slope']:.2f}, against {every['drop']:.3f} and {every['slope']:.2f} on all "
             f"{int(every['n_pairs']):,} pairs: where the drop stays on pairs of equal length, length is not what "
